@@ -1,0 +1,388 @@
+"""The primitive ops: each a `Function` with its forward and backward side by side.
+
+Derived ops (sub, div, sqrt, mean, softmax, log_softmax, dropout) are written in
+`Tensor` through these primitives and need no backward of their own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mgsparse.engine.tensor import Function
+from mgsparse.errors import ShapeError
+
+
+def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
+    """Sum `grad` back to `shape`, undoing numpy broadcasting (prepended and stretched axes)."""
+    if grad.shape == shape:
+        return grad
+    extra = grad.ndim - len(shape)
+    if extra > 0:
+        grad = grad.sum(axis=tuple(range(extra)))
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    if stretched:
+        grad = grad.sum(axis=stretched, keepdims=True)
+    return grad
+
+
+def _broadcast_shapes(name: str, a: np.ndarray, b: np.ndarray) -> None:
+    try:
+        np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ShapeError(f"{name}: shapes {a.shape} and {b.shape} do not broadcast") from None
+
+
+# ---------------------------------------------------------------- binary elementwise
+
+
+class Add(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        _broadcast_shapes("add", a, b)
+        ctx.shapes = a.shape, b.shape
+        return a + b
+
+    @staticmethod
+    def backward(ctx, g):
+        """da = g, db = g (each summed back to its input's shape)."""
+        sa, sb = ctx.shapes
+        need_a, need_b = ctx.needs_input_grad
+        return (unbroadcast(g, sa) if need_a else None, unbroadcast(g, sb) if need_b else None)
+
+
+class Mul(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        _broadcast_shapes("mul", a, b)
+        ctx.save_for_backward(a, b)
+        return a * b
+
+    @staticmethod
+    def backward(ctx, g):
+        """da = g·b, db = g·a."""
+        a, b = ctx.saved_tensors
+        need_a, need_b = ctx.needs_input_grad
+        return (
+            unbroadcast(g * b, a.shape) if need_a else None,
+            unbroadcast(g * a, b.shape) if need_b else None,
+        )
+
+
+# ---------------------------------------------------------------- unary elementwise
+
+
+class Neg(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return -x
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = -g."""
+        return -g
+
+
+class Pow(Function):
+    @staticmethod
+    def forward(ctx, x, p):
+        ctx.save_for_backward(x)
+        ctx.p = p
+        return x**p
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g·p·x^(p-1), for a constant exponent p."""
+        (x,) = ctx.saved_tensors
+        return g * ctx.p * x ** (ctx.p - 1), None
+
+
+class Exp(Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = np.exp(x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g·exp(x)."""
+        return g * ctx.saved_tensors[0]
+
+
+class Log(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return np.log(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g / x."""
+        return g / ctx.saved_tensors[0]
+
+
+class Relu(Function):
+    @staticmethod
+    def forward(ctx, x):
+        mask = x > 0
+        ctx.save_for_backward(mask)
+        return x * mask
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g·[x > 0]."""
+        return g * ctx.saved_tensors[0]
+
+
+class LeakyRelu(Function):
+    @staticmethod
+    def forward(ctx, x, slope):
+        mask = x > 0
+        ctx.save_for_backward(mask)
+        ctx.slope = slope
+        return np.where(mask, x, slope * x)
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g·(1 if x > 0 else slope)."""
+        return np.where(ctx.saved_tensors[0], g, ctx.slope * g), None
+
+
+class Elu(Function):
+    @staticmethod
+    def forward(ctx, x, alpha):
+        mask = x > 0
+        out = np.where(mask, x, alpha * np.expm1(np.minimum(x, 0)))
+        ctx.save_for_backward(mask, out)
+        ctx.alpha = alpha
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g·(1 if x > 0 else elu(x) + alpha)."""
+        mask, out = ctx.saved_tensors
+        return np.where(mask, g, g * (out + ctx.alpha)), None
+
+
+class Sigmoid(Function):
+    @staticmethod
+    def forward(ctx, x):
+        # 1/(1+e^-x) overflows for very negative x; exp(-|x|) never does.
+        e = np.exp(-np.abs(x))
+        out = np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g·s·(1 - s)."""
+        s = ctx.saved_tensors[0]
+        return g * s * (1 - s)
+
+
+class Tanh(Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = np.tanh(x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g·(1 - tanh²x)."""
+        t = ctx.saved_tensors[0]
+        return g * (1 - t * t)
+
+
+class Abs(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return np.abs(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g·sign(x) (0 at 0)."""
+        return g * np.sign(ctx.saved_tensors[0])
+
+
+class Clip(Function):
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+        lo = -np.inf if lo is None else lo
+        hi = np.inf if hi is None else hi
+        ctx.save_for_backward((x >= lo) & (x <= hi))
+        return np.clip(x, lo, hi)
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g inside [lo, hi], 0 where clipped."""
+        return g * ctx.saved_tensors[0], None, None
+
+
+class Cast(Function):
+    @staticmethod
+    def forward(ctx, x, dtype):
+        ctx.dtype = x.dtype
+        return x.astype(dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g, cast back to the input's dtype."""
+        return g.astype(ctx.dtype), None
+
+
+# ---------------------------------------------------------------- reductions
+
+
+def _keepdims_shape(shape: tuple, axis) -> tuple:
+    if axis is None:
+        return (1,) * len(shape)
+    axes = {a % len(shape) for a in np.atleast_1d(axis)}
+    return tuple(1 if i in axes else n for i, n in enumerate(shape))
+
+
+class Sum(Function):
+    @staticmethod
+    def forward(ctx, x, axis, keepdims):
+        ctx.shape, ctx.axis = x.shape, axis
+        return np.asarray(x.sum(axis=axis, keepdims=keepdims))
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g broadcast back over the summed axes."""
+        g = g.reshape(_keepdims_shape(ctx.shape, ctx.axis))
+        return np.broadcast_to(g, ctx.shape), None, None
+
+
+class Max(Function):
+    @staticmethod
+    def forward(ctx, x, axis, keepdims):
+        out = x.max(axis=axis, keepdims=True)
+        ctx.save_for_backward(x == out)
+        ctx.axis = axis
+        return np.asarray(out if keepdims else np.squeeze(out, axis=axis))
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g at the maxima, shared equally between ties, 0 elsewhere."""
+        (is_max,) = ctx.saved_tensors
+        g = g.reshape(_keepdims_shape(is_max.shape, ctx.axis))
+        return g * is_max / is_max.sum(axis=ctx.axis, keepdims=True), None, None
+
+
+# ---------------------------------------------------------------- movement
+
+
+class Reshape(Function):
+    @staticmethod
+    def forward(ctx, x, shape):
+        ctx.shape = x.shape
+        try:
+            return x.reshape(shape)
+        except ValueError:
+            raise ShapeError(f"reshape: cannot reshape {x.shape} into {shape}") from None
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g reshaped back."""
+        return g.reshape(ctx.shape), None
+
+
+class Transpose(Function):
+    @staticmethod
+    def forward(ctx, x, axes):
+        ctx.axes = axes
+        return x.transpose(axes)
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g with the inverse permutation."""
+        inverse = None if ctx.axes is None else tuple(np.argsort(ctx.axes))
+        return g.transpose(inverse), None
+
+
+def _is_basic_index(idx) -> bool:
+    """Slices, ints, None and Ellipsis select each element at most once."""
+    parts = idx if isinstance(idx, tuple) else (idx,)
+    return all(isinstance(p, (slice, int, np.integer, type(None), type(Ellipsis))) for p in parts)
+
+
+def _is_mask_index(idx) -> bool:
+    return isinstance(idx, np.ndarray) and idx.dtype == bool
+
+
+class GetItem(Function):
+    @staticmethod
+    def forward(ctx, x, idx):
+        ctx.shape, ctx.dtype, ctx.idx = x.shape, x.dtype, idx
+        return np.asarray(x[idx])
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = zeros with g scattered (added) back to the gathered positions."""
+        dx = np.zeros(ctx.shape, dtype=ctx.dtype)
+        if _is_basic_index(ctx.idx) or _is_mask_index(ctx.idx):
+            dx[ctx.idx] = g  # each position at most once: plain assignment
+        else:
+            np.add.at(dx, ctx.idx, g)  # repeated indices must sum
+        return dx, None
+
+
+class Concatenate(Function):
+    @staticmethod
+    def forward(ctx, axis, *xs):
+        ctx.axis = axis
+        ctx.splits = np.cumsum([x.shape[axis] for x in xs])[:-1]
+        try:
+            return np.concatenate(xs, axis=axis)
+        except ValueError as e:
+            shapes = ", ".join(str(x.shape) for x in xs)
+            raise ShapeError(f"concatenate along axis {axis}: shapes {shapes} ({e})") from None
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx_i = the slice of g that x_i filled."""
+        return (None, *np.split(g, ctx.splits, axis=ctx.axis))
+
+
+class Stack(Function):
+    @staticmethod
+    def forward(ctx, axis, *xs):
+        ctx.axis = axis
+        try:
+            return np.stack(xs, axis=axis)
+        except ValueError as e:
+            shapes = ", ".join(str(x.shape) for x in xs)
+            raise ShapeError(f"stack along axis {axis}: shapes {shapes} ({e})") from None
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx_i = g[..., i, ...] along the stacked axis."""
+        return (None, *(np.take(g, i, axis=ctx.axis) for i in range(g.shape[ctx.axis])))
+
+
+# ---------------------------------------------------------------- matmul
+
+
+class MatMul(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        try:
+            return np.matmul(a, b)
+        except ValueError:
+            raise ShapeError(f"matmul: shapes {a.shape} and {b.shape} are not aligned") from None
+
+    @staticmethod
+    def backward(ctx, g):
+        """da = g·bᵀ, db = aᵀ·g (1-d operands promoted, batch axes summed back)."""
+        a, b = ctx.saved_tensors
+        a2 = a[None, :] if a.ndim == 1 else a
+        b2 = b[:, None] if b.ndim == 1 else b
+        g2 = np.expand_dims(g, -2) if a.ndim == 1 else g
+        g2 = np.expand_dims(g2, -1) if b.ndim == 1 else g2
+        need_a, need_b = ctx.needs_input_grad
+        da = unbroadcast(g2 @ np.swapaxes(b2, -1, -2), a2.shape).reshape(a.shape) if need_a else None
+        db = unbroadcast(np.swapaxes(a2, -1, -2) @ g2, b2.shape).reshape(b.shape) if need_b else None
+        return da, db

@@ -1,0 +1,346 @@
+"""Tensor, the `Function` protocol every op follows, and the iterative backward pass.
+
+A `Tensor` wraps a floating numpy array. Every op is a `Function` subclass with a
+`forward(ctx, *arrays)` and a `backward(ctx, grad)` side by side (see `ops.py`); calling
+`Op.apply(...)` runs the forward on raw arrays and, when a gradient is wanted, records the
+context so that `Tensor.backward` can walk the graph in reverse topological order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import numpy as np
+
+from mgsparse.errors import MgsparseError, ShapeError
+
+_FLOATS = (np.float16, np.float32, np.float64)
+
+
+class _GradMode:
+    enabled = True
+
+
+@contextlib.contextmanager
+def no_grad():
+    """Build no graph inside the block: outputs never require grad, no context is saved."""
+    previous, _GradMode.enabled = _GradMode.enabled, False
+    try:
+        yield
+    finally:
+        _GradMode.enabled = previous
+
+
+def is_grad_enabled() -> bool:
+    return _GradMode.enabled
+
+
+# ---------------------------------------------------------------- Function protocol
+
+
+class Context:
+    """What one op application remembers for its backward (torch's `ctx`)."""
+
+    __slots__ = ("fn", "parents", "needs_input_grad", "saved_tensors", "saved_nbytes", "__dict__")
+
+    def __init__(self, fn: type, parents: tuple, needs_input_grad: tuple[bool, ...]):
+        self.fn = fn
+        self.parents = parents  # the op's positional arguments: Tensors and constants
+        self.needs_input_grad = needs_input_grad
+        self.saved_tensors: tuple = ()
+        self.saved_nbytes = 0
+
+    def save_for_backward(self, *arrays: Any) -> None:
+        self.saved_tensors = arrays
+        self.saved_nbytes = sum(getattr(a, "nbytes", 0) for a in arrays)
+
+    def free(self) -> None:
+        """Drop everything the backward needed; the graph above this node can be collected."""
+        self.saved_tensors = None
+        self.parents = None
+        self.__dict__.clear()
+
+
+class Function:
+    """Base of every differentiable op.
+
+    Subclasses define `forward(ctx, *args)` on raw numpy arrays (a `Tensor` argument
+    arrives as its `.data`, anything else as itself) and `backward(ctx, grad)` returning
+    one gradient per positional argument (`None` where no gradient is needed).
+    """
+
+    @staticmethod
+    def forward(ctx: Context, *args: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx: Context, grad: np.ndarray) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *args: Any) -> Tensor:
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        _check_dtypes(cls, tensors)
+        needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        record = _GradMode.enabled and any(needs)
+        ctx = Context(cls, args if record else (), needs)
+        raw = [a.data if isinstance(a, Tensor) else a for a in args]
+        dtype = tensors[0].dtype if tensors else None
+        out = Tensor(cls.forward(ctx, *raw), dtype=dtype, requires_grad=record)
+        if record:
+            out._ctx = ctx
+        return out
+
+
+def _check_dtypes(fn: type, tensors: list[Tensor]) -> None:
+    """Refuse mixed float dtypes: numpy would silently upcast float32 work to float64."""
+    if len(tensors) > 1 and any(t.dtype != tensors[0].dtype for t in tensors[1:]):
+        dtypes = ", ".join(f"{t.dtype}{t.shape}" for t in tensors)
+        raise ShapeError(f"{fn.__name__}: operands have different dtypes ({dtypes}); cast one")
+
+
+# ---------------------------------------------------------------- Tensor
+
+
+class Tensor:
+    """An n-d float array that remembers how it was computed.
+
+    float32 unless built from float64 data or asked for `dtype=np.float64`.
+    `.grad` is `None` until a backward reaches it, then an array of `.data`'s shape.
+    """
+
+    __array_priority__ = 100  # so `ndarray + Tensor` defers to Tensor.__radd__
+
+    def __init__(self, data: Any, dtype: Any = None, requires_grad: bool = False):
+        if isinstance(data, Tensor):
+            data = data.data
+        self.data = _as_float_array(data, dtype)
+        self.grad: np.ndarray | None = None
+        self.requires_grad = bool(requires_grad)
+        self._ctx: Context | None = None
+        self._retain_grad = False
+
+    # --- properties
+    shape = property(lambda self: self.data.shape)
+    dtype = property(lambda self: self.data.dtype)
+    ndim = property(lambda self: self.data.ndim)
+    size = property(lambda self: self.data.size)
+    is_leaf = property(lambda self: self._ctx is None)
+
+    def __repr__(self) -> str:
+        grad = ", requires_grad=True" if self.requires_grad else ""
+        op = f", op={self._ctx.fn.__name__}" if self._ctx is not None else ""
+        return f"Tensor(shape={self.shape}, dtype={self.dtype}{grad}{op})"
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    # --- conversions
+    def numpy(self) -> np.ndarray:
+        return self.data
+
+    def item(self) -> float:
+        if self.data.size != 1:
+            raise ShapeError(f"item() needs a tensor with one element, got shape {self.shape}")
+        return float(self.data.reshape(()))
+
+    def detach(self) -> Tensor:
+        return Tensor(self.data, dtype=self.dtype)
+
+    def astype(self, dtype: Any) -> Tensor:
+        return ops.Cast.apply(self, np.dtype(dtype))
+
+    def zero_grad(self) -> None:
+        self.grad = None
+
+    def retain_grad(self) -> Tensor:
+        """Keep `.grad` on this non-leaf tensor after backward (leaves always keep it)."""
+        self._retain_grad = True
+        return self
+
+    def requires_grad_(self, flag: bool = True) -> Tensor:
+        self.requires_grad = flag
+        return self
+
+    # --- backward
+    def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's `.grad` (reverse topological order)."""
+        if not self.requires_grad:
+            raise MgsparseError("backward() on a tensor that does not require grad")
+        if grad is None:
+            if self.data.size != 1:
+                raise ShapeError(
+                    f"backward() on a non-scalar tensor of shape {self.shape} needs a gradient "
+                    "argument of that shape"
+                )
+            grad = np.ones_like(self.data)
+        grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad, dtype=self.dtype)
+        if grad.shape != self.shape:
+            raise ShapeError(f"backward(): gradient shape {grad.shape} != tensor shape {self.shape}")
+        _run_backward(self, grad, retain_graph)
+
+    # --- front end: every method is one primitive `apply` or a composite of them
+    def _lift(self, other: Any) -> Tensor:
+        """A constant operand becomes a Tensor of this tensor's dtype (never an upcast)."""
+        return other if isinstance(other, Tensor) else Tensor(other, dtype=self.dtype)
+
+    def __add__(self, other): return ops.Add.apply(self, self._lift(other))
+    def __radd__(self, other): return ops.Add.apply(self._lift(other), self)
+    def __mul__(self, other): return ops.Mul.apply(self, self._lift(other))
+    def __rmul__(self, other): return ops.Mul.apply(self._lift(other), self)
+    def __neg__(self): return ops.Neg.apply(self)
+    def __sub__(self, other): return self + (-self._lift(other))
+    def __rsub__(self, other): return self._lift(other) + (-self)
+    def __truediv__(self, other): return self * self._lift(other) ** -1
+    def __rtruediv__(self, other): return self._lift(other) * self**-1
+    def __matmul__(self, other): return ops.MatMul.apply(self, self._lift(other))
+    def __rmatmul__(self, other): return ops.MatMul.apply(self._lift(other), self)
+    def __getitem__(self, idx): return ops.GetItem.apply(self, _plain_index(idx))
+
+    def __pow__(self, p):
+        if isinstance(p, Tensor):  # x^y = exp(y·log x), for x > 0
+            return (p * self.log()).exp()
+        return ops.Pow.apply(self, float(p))
+
+    def __rpow__(self, base): return (self * float(np.log(base))).exp()
+
+    def exp(self): return ops.Exp.apply(self)
+    def log(self): return ops.Log.apply(self)
+    def sqrt(self): return self**0.5
+    def abs(self): return ops.Abs.apply(self)
+    def relu(self): return ops.Relu.apply(self)
+    def leaky_relu(self, slope=0.01): return ops.LeakyRelu.apply(self, float(slope))
+    def elu(self, alpha=1.0): return ops.Elu.apply(self, float(alpha))
+    def sigmoid(self): return ops.Sigmoid.apply(self)
+    def tanh(self): return ops.Tanh.apply(self)
+    def clip(self, lo=None, hi=None): return ops.Clip.apply(self, lo, hi)
+
+    def sum(self, axis=None, keepdims=False): return ops.Sum.apply(self, axis, keepdims)
+    def max(self, axis=None, keepdims=False): return ops.Max.apply(self, axis, keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        count = self.size if axis is None else int(np.prod([self.shape[a] for a in np.atleast_1d(axis)]))
+        return self.sum(axis, keepdims) * (1.0 / max(count, 1))
+
+    def softmax(self, axis=-1):
+        e = (self - self.max(axis, keepdims=True).detach()).exp()
+        return e / e.sum(axis, keepdims=True)
+
+    def log_softmax(self, axis=-1):
+        """x - logsumexp(x): shifting by the (constant) max keeps exp from overflowing."""
+        shifted = self - self.max(axis, keepdims=True).detach()
+        return shifted - shifted.exp().sum(axis, keepdims=True).log()
+
+    def reshape(self, *shape):
+        return ops.Reshape.apply(self, shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape)
+
+    def transpose(self, *axes): return ops.Transpose.apply(self, tuple(axes[0]) if len(axes) == 1 else (axes or None))
+    T = property(lambda self: self.transpose())
+    def flatten(self): return self.reshape(-1)
+
+    def dropout(self, p: float, training: bool = True, rng: np.random.Generator | None = None):
+        """Inverted dropout: zero each entry with probability p, scale the rest by 1/(1-p)."""
+        if not 0 <= p < 1:
+            raise ShapeError(f"dropout probability must be in [0, 1), got {p}")
+        if not training or p == 0:
+            return self
+        rng = rng if rng is not None else np.random.default_rng()
+        keep = (rng.random(self.shape) >= p).astype(self.dtype) / self.dtype.type(1 - p)
+        return self * keep
+
+    def argmax(self, axis=-1) -> np.ndarray: return self.data.argmax(axis=axis)
+
+
+def _as_float_array(data: Any, dtype: Any) -> np.ndarray:
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+        if dtype.type not in _FLOATS:
+            raise ShapeError(f"Tensor holds floating data; got dtype {dtype}")
+        return np.asarray(data, dtype=dtype)
+    arr = np.asarray(data)
+    if arr.dtype.type in _FLOATS and isinstance(data, (np.ndarray, np.floating)):
+        return arr  # numpy floating data keeps its precision; Python numbers become float32
+    if arr.dtype == object:
+        raise ShapeError("Tensor data must be numeric (got an object array)")
+    return arr.astype(np.float32)
+
+
+def _plain_index(idx: Any) -> Any:
+    """Tensors and lists used as indices become numpy arrays (indices are never differentiable)."""
+    if isinstance(idx, tuple):
+        return tuple(_plain_index(i) for i in idx)
+    if isinstance(idx, Tensor):
+        return idx.data.astype(np.int64)
+    if isinstance(idx, list):
+        return np.asarray(idx)
+    return idx
+
+
+def concatenate(tensors: list[Tensor], axis: int = 0) -> Tensor:
+    return ops.Concatenate.apply(axis, *tensors)
+
+
+def stack(tensors: list[Tensor], axis: int = 0) -> Tensor:
+    return ops.Stack.apply(axis, *tensors)
+
+
+def _topological_order(root: Tensor) -> list[Tensor]:
+    """Post-order of the graph below `root`, by an explicit stack (no recursion limit)."""
+    order: list[Tensor] = []
+    visited: set[int] = {id(root)}
+    stack: list[tuple[Tensor, int]] = [(root, 0)]
+    while stack:
+        node, i = stack.pop()
+        parents = node._ctx.parents if node._ctx is not None else ()
+        if parents is None:
+            raise MgsparseError(
+                "backward() through a graph that was already freed; "
+                "pass retain_graph=True to the first backward"
+            )
+        while i < len(parents):
+            p = parents[i]
+            i += 1
+            if isinstance(p, Tensor) and p.requires_grad and id(p) not in visited:
+                visited.add(id(p))
+                stack.append((node, i))
+                stack.append((p, 0))
+                break
+        else:
+            order.append(node)
+    return order
+
+
+def _run_backward(root: Tensor, grad: np.ndarray, retain_graph: bool) -> None:
+    grads: dict[int, np.ndarray] = {id(root): grad}
+    for node in reversed(_topological_order(root)):
+        g = grads.pop(id(node), None)
+        if g is None:
+            continue
+        ctx = node._ctx
+        if ctx is None or node._retain_grad:
+            node.grad = g.copy() if node.grad is None else node.grad + g
+        if ctx is None:
+            continue
+        in_grads = ctx.fn.backward(ctx, g)
+        if not isinstance(in_grads, tuple):
+            in_grads = (in_grads,)
+        for parent, pg, needed in zip(ctx.parents, in_grads, ctx.needs_input_grad):
+            if needed and pg is not None:
+                _accumulate(grads, ctx.fn, parent, pg)
+        if not retain_graph:
+            ctx.free()
+
+
+def _accumulate(grads: dict, fn: type, parent: Tensor, g: np.ndarray) -> None:
+    if g.shape != parent.shape:
+        raise ShapeError(
+            f"{fn.__name__}.backward returned a gradient of shape {g.shape} "
+            f"for an input of shape {parent.shape}"
+        )
+    g = g.astype(parent.dtype, copy=False)
+    key = id(parent)
+    grads[key] = g if key not in grads else grads[key] + g
+
+
+from mgsparse.engine import ops  # noqa: E402  (ops needs Function and Tensor defined above)

@@ -1,0 +1,37 @@
+"""The project's exception types: the library raises these, the CLI renders them once."""
+
+
+class MgsparseError(Exception):
+    """Base of every error mgsparse raises on purpose; ``exit_code`` is what the CLI returns."""
+
+    exit_code = 1
+
+
+class ShapeError(MgsparseError, ValueError):
+    """Operands whose shapes (or dtypes) do not fit the operation."""
+
+
+class GradcheckError(MgsparseError):
+    """An analytic gradient disagrees with its oracle."""
+
+
+class ConfigError(MgsparseError):
+    """A bad config file, key, value or command-line option (usage error: exit 2)."""
+
+    exit_code = 2
+
+
+class DataError(MgsparseError):
+    """A dataset file that is missing, malformed or unsafe."""
+
+
+class DownloadError(DataError):
+    """A download that failed: network, HTTP status, timeout, truncated body."""
+
+
+class ChecksumError(DownloadError):
+    """A file whose SHA-256 is not the one the project expects."""
+
+
+class TrainingError(MgsparseError):
+    """A run that could not go on (a non-finite loss or gradient)."""
