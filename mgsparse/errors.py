@@ -35,3 +35,13 @@ class ChecksumError(DownloadError):
 
 class TrainingError(MgsparseError):
     """A run that could not go on (a non-finite loss or gradient)."""
+
+
+class HyperparameterError(MgsparseError, ValueError):
+    """A layer or optimizer argument out of range (lr <= 0, dropout p outside [0, 1), ...).
+
+    A usage error like a bad config value (exit 2), and a ValueError as PyTorch raises; not a
+    ConfigError, which names a config key and file line the library does not know.
+    """
+
+    exit_code = 2

@@ -25,11 +25,17 @@ def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
     return grad
 
 
-def _broadcast_shapes(name: str, a: np.ndarray, b: np.ndarray) -> None:
+def _broadcasting(ufunc: np.ufunc, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """ufunc(a, b), with numpy's broadcast failure turned into a ShapeError naming both shapes.
+
+    Trying the op is cheaper than `np.broadcast_shapes` up front, which dominated small ops.
+    """
     try:
-        np.broadcast_shapes(a.shape, b.shape)
+        return ufunc(a, b)
     except ValueError:
-        raise ShapeError(f"{name}: shapes {a.shape} and {b.shape} do not broadcast") from None
+        raise ShapeError(
+            f"{ufunc.__name__}: shapes {a.shape} and {b.shape} do not broadcast"
+        ) from None
 
 
 # ---------------------------------------------------------------- binary elementwise
@@ -38,9 +44,8 @@ def _broadcast_shapes(name: str, a: np.ndarray, b: np.ndarray) -> None:
 class Add(Function):
     @staticmethod
     def forward(ctx, a, b):
-        _broadcast_shapes("add", a, b)
         ctx.shapes = a.shape, b.shape
-        return a + b
+        return _broadcasting(np.add, a, b)
 
     @staticmethod
     def backward(ctx, g):
@@ -53,9 +58,8 @@ class Add(Function):
 class Mul(Function):
     @staticmethod
     def forward(ctx, a, b):
-        _broadcast_shapes("mul", a, b)
         ctx.save_for_backward(a, b)
-        return a * b
+        return _broadcasting(np.multiply, a, b)
 
     @staticmethod
     def backward(ctx, g):
@@ -223,7 +227,7 @@ class Clip(Function):
 class Cast(Function):
     @staticmethod
     def forward(ctx, x, dtype):
-        ctx.dtype = x.dtype
+        ctx.dtype, ctx.out_dtype = x.dtype, dtype
         return x.astype(dtype)
 
     @staticmethod
@@ -292,8 +296,13 @@ class Reshape(Function):
 class Transpose(Function):
     @staticmethod
     def forward(ctx, x, axes):
-        ctx.axes = axes
-        return x.transpose(axes)
+        try:
+            out = x.transpose(axes)
+        except (ValueError, TypeError):
+            raise ShapeError(f"transpose: axes {axes} do not permute shape {x.shape}") from None
+        # negative axes are normalised so that argsort gives the inverse permutation
+        ctx.axes = None if axes is None else tuple(a % x.ndim for a in axes)
+        return out
 
     @staticmethod
     def backward(ctx, g):
@@ -332,13 +341,14 @@ class GetItem(Function):
 class Concatenate(Function):
     @staticmethod
     def forward(ctx, axis, *xs):
-        ctx.axis = axis
-        ctx.splits = np.cumsum([x.shape[axis] for x in xs])[:-1]
         try:
-            return np.concatenate(xs, axis=axis)
+            out = np.concatenate(xs, axis=axis)
         except ValueError as e:
             shapes = ", ".join(str(x.shape) for x in xs)
             raise ShapeError(f"concatenate along axis {axis}: shapes {shapes} ({e})") from None
+        ctx.axis = axis
+        ctx.splits = np.cumsum([x.shape[axis] for x in xs])[:-1]
+        return out
 
     @staticmethod
     def backward(ctx, g):
@@ -380,8 +390,9 @@ class MatMul(Function):
         a, b = ctx.saved_tensors
         a2 = a[None, :] if a.ndim == 1 else a
         b2 = b[:, None] if b.ndim == 1 else b
-        g2 = np.expand_dims(g, -2) if a.ndim == 1 else g
-        g2 = np.expand_dims(g2, -1) if b.ndim == 1 else g2
+        # g in the promoted (..., n, m) shape: restores the axes numpy dropped for 1-d operands
+        batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+        g2 = g.reshape(batch + (a2.shape[-2], b2.shape[-1]))
         need_a, need_b = ctx.needs_input_grad
         da = unbroadcast(g2 @ np.swapaxes(b2, -1, -2), a2.shape).reshape(a.shape) if need_a else None
         db = unbroadcast(np.swapaxes(a2, -1, -2) @ g2, b2.shape).reshape(b.shape) if need_b else None

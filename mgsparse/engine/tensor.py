@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.errors import MgsparseError, ShapeError
+from mgsparse.errors import HyperparameterError, MgsparseError, ShapeError
 
 _FLOATS = (np.float16, np.float32, np.float64)
 
@@ -68,6 +68,8 @@ class Function:
     Subclasses define `forward(ctx, *args)` on raw numpy arrays (a `Tensor` argument
     arrives as its `.data`, anything else as itself) and `backward(ctx, grad)` returning
     one gradient per positional argument (`None` where no gradient is needed).
+    The output takes the first Tensor argument's dtype (numpy may not upcast it behind our
+    back) unless the forward sets `ctx.out_dtype`, as a cast does.
     """
 
     @staticmethod
@@ -87,7 +89,8 @@ class Function:
         ctx = Context(cls, args if record else (), needs)
         raw = [a.data if isinstance(a, Tensor) else a for a in args]
         dtype = tensors[0].dtype if tensors else None
-        out = Tensor(cls.forward(ctx, *raw), dtype=dtype, requires_grad=record)
+        data = cls.forward(ctx, *raw)
+        out = Tensor(data, dtype=getattr(ctx, "out_dtype", dtype), requires_grad=record)
         if record:
             out._ctx = ctx
         return out
@@ -187,14 +190,16 @@ class Tensor:
 
     def __add__(self, other): return ops.Add.apply(self, self._lift(other))
     def __radd__(self, other): return ops.Add.apply(self._lift(other), self)
-    def __mul__(self, other): return ops.Mul.apply(self, self._lift(other))
+    def __mul__(self, other):
+        return NotImplemented if _defers(other) else ops.Mul.apply(self, self._lift(other))
     def __rmul__(self, other): return ops.Mul.apply(self._lift(other), self)
     def __neg__(self): return ops.Neg.apply(self)
     def __sub__(self, other): return self + (-self._lift(other))
     def __rsub__(self, other): return self._lift(other) + (-self)
     def __truediv__(self, other): return self * self._lift(other) ** -1
     def __rtruediv__(self, other): return self._lift(other) * self**-1
-    def __matmul__(self, other): return ops.MatMul.apply(self, self._lift(other))
+    def __matmul__(self, other):
+        return NotImplemented if _defers(other) else ops.MatMul.apply(self, self._lift(other))
     def __rmatmul__(self, other): return ops.MatMul.apply(self._lift(other), self)
     def __getitem__(self, idx): return ops.GetItem.apply(self, _plain_index(idx))
 
@@ -235,14 +240,18 @@ class Tensor:
     def reshape(self, *shape):
         return ops.Reshape.apply(self, shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape)
 
-    def transpose(self, *axes): return ops.Transpose.apply(self, tuple(axes[0]) if len(axes) == 1 else (axes or None))
+    def transpose(self, *axes):
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        return ops.Transpose.apply(self, axes or None)
+
     T = property(lambda self: self.transpose())
     def flatten(self): return self.reshape(-1)
 
     def dropout(self, p: float, training: bool = True, rng: np.random.Generator | None = None):
         """Inverted dropout: zero each entry with probability p, scale the rest by 1/(1-p)."""
         if not 0 <= p < 1:
-            raise ShapeError(f"dropout probability must be in [0, 1), got {p}")
+            raise HyperparameterError(f"dropout probability must be in [0, 1), got {p}")
         if not training or p == 0:
             return self
         rng = rng if rng is not None else np.random.default_rng()
@@ -250,6 +259,12 @@ class Tensor:
         return self * keep
 
     def argmax(self, axis=-1) -> np.ndarray: return self.data.argmax(axis=axis)
+
+
+def _defers(other: Any) -> bool:
+    """numpy's protocol: an operand with `__array_ufunc__ = None` (e.g. a sparse matrix type)
+    implements its binary ops with arrays itself, through its reflected method."""
+    return getattr(type(other), "__array_ufunc__", False) is None
 
 
 def _as_float_array(data: Any, dtype: Any) -> np.ndarray:
@@ -344,3 +359,8 @@ def _accumulate(grads: dict, fn: type, parent: Tensor, g: np.ndarray) -> None:
 
 
 from mgsparse.engine import ops  # noqa: E402  (ops needs Function and Tensor defined above)
+
+
+def graph_contexts(root: Tensor) -> list[Context]:
+    """Every op application in the graph below `root`, inputs before outputs."""
+    return [t._ctx for t in _topological_order(root) if t._ctx is not None]

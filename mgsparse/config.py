@@ -1,0 +1,456 @@
+"""Run configuration: YAML sections become frozen, validated dataclasses, built once.
+
+A config file has up to six sections (``dataset``, ``model``, ``optim``, ``train``,
+``sparse``, ``monitor``); every key has a default except ``dataset.name``. The schema is
+the dataclasses below: each field's annotation gives its type (``Literal`` for a choice,
+``X | None`` when null is allowed, ``tuple[float, float]`` for a pair) and its metadata
+gives its range, so one table drives every check. Errors are ``ConfigError`` with one
+line ``<file>:<line>: <section.key> <problem>`` (or ``--set section.key=value: ...`` for
+a command-line override), so a user can jump straight to the bad key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import operator
+import re
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from mgsparse.errors import ConfigError
+
+POINT_CLOUD_DATASETS = ("moons", "circles", "blobs")
+
+
+_BOUNDS = {"ge": (operator.ge, ">="), "gt": (operator.gt, ">"),
+           "le": (operator.le, "<="), "lt": (operator.lt, "<")}
+
+
+def _num(default: Any, **bounds: float) -> Any:
+    """A dataclass field with an allowed interval: ``_num(0.5, ge=0, lt=1)`` is [0, 1)."""
+    assert set(bounds) <= set(_BOUNDS), bounds
+    return field(default=default, metadata=bounds)
+
+
+# ---------------------------------------------------------------- sections
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """Which graph (or point cloud) to load and how to split it.
+
+    ``num_val``/``num_test`` are node counts for the random split and held-out sample
+    counts for moons/circles/blobs; the ``num_nodes``…``homophily`` keys shape the
+    synthetic stochastic block model, ``noise``/``num_samples`` the point clouds.
+    """
+
+    name: Literal["cora", "citeseer", "pubmed", "karate", "synthetic", "moons", "circles",
+                  "blobs"]
+    root: str | None = None
+    split: Literal["public", "full", "random"] = "public"
+    normalize_features: bool = True
+    url: str | None = None
+    num_train_per_class: int = _num(20, ge=1)
+    num_val: int = _num(500, ge=0)
+    num_test: int = _num(1000, ge=1)
+    num_nodes: int = _num(1000, ge=2)
+    num_classes: int = _num(4, ge=2)
+    avg_degree: float = _num(10.0, gt=0)
+    homophily: float = _num(0.8, ge=0, le=1)
+    num_features: int = _num(64, ge=1)
+    noise: float = _num(0.1, ge=0)
+    num_samples: int = _num(1000, ge=2)
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Architecture: passed to the model constructors as plain arguments."""
+
+    kind: Literal["gcn", "gat", "sage", "mlp"] = "gcn"
+    hidden: int = _num(16, ge=1)
+    layers: int = _num(2, ge=1)
+    dropout: float = _num(0.5, ge=0, lt=1)
+    activation: Literal["relu", "elu", "tanh", "leaky_relu"] = "relu"
+    heads: int = _num(8, ge=1)
+    output_heads: int = _num(1, ge=1)
+    attn_dropout: float = _num(0.6, ge=0, lt=1)
+    learn_edge_weight: bool = False
+    normalize: bool = False
+    head: Literal["softmax", "sigmoid"] = "softmax"
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """Optimizer and its hyper-parameters (momentum/nesterov: SGD; betas: Adam, AdamW)."""
+
+    name: Literal["sgd", "adam", "adamw"] = "adam"
+    lr: float = _num(0.01, gt=0)
+    weight_decay: float = _num(5e-4, ge=0)
+    momentum: float = _num(0.9, ge=0, lt=1)
+    nesterov: bool = False
+    betas: tuple[float, float] = _num((0.9, 0.999), ge=0, lt=1)
+    weight_decay_first_layer_only: bool = True
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The loop: ``patience=None`` disables early stopping, ``batch_size=None`` is full batch."""
+
+    epochs: int = _num(200, ge=1)
+    patience: int | None = _num(100, ge=1)
+    seed: int = 0
+    runs: int = _num(1, ge=1)
+    grad_clip_norm: float | None = _num(1.0, gt=0)
+    loss: Literal["cross_entropy", "bce", "mse"] = "cross_entropy"
+    batch_size: int | None = _num(None, ge=1)
+    eval_every: int = _num(1, ge=1)
+
+
+@dataclass(frozen=True)
+class SparseConfig:
+    """A matrix stays sparse while its density (nnz / size) is <= ``sparsity_threshold``."""
+
+    sparsity_threshold: float = _num(0.1, ge=0, le=1)
+
+
+@dataclass(frozen=True)
+class MonitorConfig:
+    """Live monitoring: tracemalloc on/off, the memory alarm's budget, table refresh period."""
+
+    memory: bool = True
+    memory_budget_mb: float = _num(4096.0, gt=0)
+    log_every: int = _num(10, ge=1)
+
+
+SECTIONS: dict[str, type] = {
+    "dataset": DatasetConfig, "model": ModelConfig, "optim": OptimConfig,
+    "train": TrainConfig, "sparse": SparseConfig, "monitor": MonitorConfig,
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole resolved run configuration; ``source`` names where it came from."""
+
+    dataset: DatasetConfig
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    sparse: SparseConfig = field(default_factory=SparseConfig)
+    monitor: MonitorConfig = field(default_factory=MonitorConfig)
+    source: str = field(default="<dict>", compare=False)
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        """Every section with every key resolved (JSON-ready; `config_from_dict` inverts it)."""
+        return {name: {key: list(value) if isinstance(value, tuple) else value
+                       for key, value in dataclasses.asdict(getattr(self, name)).items()}
+                for name in SECTIONS}
+
+
+# ---------------------------------------------------------------- YAML with line numbers
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that also reads ``5e-4`` and ``1e3`` as floats (YAML 1.2), not strings."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
+@dataclass
+class _Where:
+    """Maps a key path to where the user wrote it: a file line or a ``--set`` option."""
+
+    source: str
+    lines: dict[tuple, int] = field(default_factory=dict)
+    overrides: dict[tuple, str] = field(default_factory=dict)
+
+    def __call__(self, path: tuple) -> str:
+        if path in self.overrides:
+            return self.overrides[path]
+        for depth in range(len(path), -1, -1):  # fall back to the section, then the file
+            if path[:depth] in self.lines:
+                return f"{self.source}:{self.lines[path[:depth]]}"
+        return self.source
+
+
+def _yaml_error(err: yaml.YAMLError, where: str, with_line: bool = True) -> ConfigError:
+    """PyYAML's multi-line report squeezed into one line, keeping its line number."""
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    if problem.startswith("but ") and getattr(err, "context", None):  # "expected X, but Y"
+        problem = f"{err.context}, {problem}"
+    line = f":{mark.line + 1}" if mark is not None and with_line else ""
+    return ConfigError(f"{where}{line}: invalid YAML: {' '.join(problem.split())}")
+
+
+def _record_lines(node: yaml.MappingNode, where: _Where, prefix: tuple = ()) -> None:
+    """Note the line of every key of the top two levels; PyYAML hides duplicates, we don't."""
+    for key_node, value_node in node.value:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+            continue
+        path, line = prefix + (key_node.value,), key_node.start_mark.line + 1
+        if path in where.lines:
+            raise ConfigError(f"{where.source}:{line}: duplicate key {'.'.join(path)} "
+                              f"(first set on line {where.lines[path]})")
+        where.lines[path] = line
+        if not prefix and isinstance(value_node, yaml.MappingNode):
+            _record_lines(value_node, where, path)
+
+
+def _parse_yaml(text: str, where: _Where) -> Any:
+    """One parse gives both the node tree (for line numbers) and the plain data."""
+    loader = None
+    try:
+        loader = _Loader(text)
+        node = loader.get_single_node()
+        data = None if node is None else loader.construct_document(node)
+    except yaml.YAMLError as err:
+        raise _yaml_error(err, where.source) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+    if node is None:
+        raise ConfigError(f"{where.source}:1: config file is empty "
+                          f"(expected sections such as dataset:, model:, optim:)")
+    where.lines[()] = node.start_mark.line + 1
+    if not isinstance(node, yaml.MappingNode):
+        raise ConfigError(f"{where(())}: top level must be a mapping of sections "
+                          f"(got {_show(data)})")
+    _record_lines(node, where)
+    return data
+
+
+# ---------------------------------------------------------------- checking one value
+
+class _Bad(Exception):
+    """A value that is not ``expected``; the caller adds the key and where it was written."""
+
+    def __init__(self, expected: str, value: Any, hint: str = "") -> None:
+        super().__init__(expected)
+        self.expected, self.value, self.hint = expected, value, hint
+
+
+def _show(value: Any) -> str:
+    """Spell a value the way YAML would, shortened, for error messages."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, (dict, list)):
+        return "a mapping" if isinstance(value, dict) else "a list"
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else ("-.inf" if value < 0 else ".inf")
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _suggest(word: Any, options: Sequence[str]) -> str:
+    close = difflib.get_close_matches(str(word).lower(), options, n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def _range_problem(value: float, bounds: Mapping[str, float]) -> str | None:
+    """``None`` when ``value`` is inside; else the interval, e.g. ``in [0, 1)`` or ``> 0``."""
+    if all(_BOUNDS[name][0](value, bound) for name, bound in bounds.items()):
+        return None
+    if len(bounds) == 2:  # one lower and one upper bound
+        opening, low = ("[", bounds["ge"]) if "ge" in bounds else ("(", bounds["gt"])
+        closing, high = ("]", bounds["le"]) if "le" in bounds else (")", bounds["lt"])
+        return f"in {opening}{low:g}, {high:g}{closing}"
+    (name, bound), = bounds.items()
+    return f"{_BOUNDS[name][1]} {bound:g}"
+
+
+def _check_scalar(value: Any, hint: Any, meta: Mapping[str, Any]) -> Any:
+    """Return ``value`` as type ``hint`` or raise `_Bad`; bools are never numbers."""
+    if typing.get_origin(hint) is Literal:
+        choices = typing.get_args(hint)
+        if isinstance(value, str) and value in choices:
+            return value
+        raise _Bad(f"one of {', '.join(map(repr, choices))}", value, _suggest(value, choices))
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise _Bad("true or false", value)
+    if hint is str:
+        if isinstance(value, str) and value:
+            return value
+        raise _Bad("a non-empty string", value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _Bad("an integer" if hint is int else "a number", value)
+    if not math.isfinite(value):
+        raise _Bad("a finite number", value)
+    if hint is int and value != int(value):
+        raise _Bad("an integer", value)
+    problem = _range_problem(value, meta)
+    if problem:
+        raise _Bad(problem, value)
+    return int(value) if hint is int else float(value)
+
+
+def _check_value(value: Any, hint: Any, meta: Mapping[str, Any], key: str) -> Any:
+    """Check one field's value against its annotation; ``key`` is the dotted name."""
+    nullable = type(None) in typing.get_args(hint)
+    if nullable:
+        if value is None:
+            return None
+        hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
+    or_null = " or null" if nullable else ""
+    if typing.get_origin(hint) is tuple:
+        item_hints = typing.get_args(hint)
+        if not isinstance(value, list) or len(value) != len(item_hints):
+            raise ConfigError(f"{key} must be a list of {len(item_hints)} numbers{or_null} "
+                              f"(got {_show(value)})")
+        checked = []
+        for index, (item, item_hint) in enumerate(zip(value, item_hints)):
+            try:
+                checked.append(_check_scalar(item, item_hint, meta))
+            except _Bad as bad:
+                raise ConfigError(f"{key}[{index}] must be {bad.expected} "
+                                  f"(got {_show(bad.value)})") from None
+        return tuple(checked)
+    try:
+        return _check_scalar(value, hint, meta)
+    except _Bad as bad:
+        raise ConfigError(f"{key} must be {bad.expected}{or_null} "
+                          f"(got {_show(bad.value)}){bad.hint}") from None
+
+
+# ---------------------------------------------------------------- building sections
+
+def _unknown(kind: str, name: Any, options: Sequence[str], where: str,
+             parent: str = "") -> ConfigError:
+    """An unknown section or key, with the closest known name (or the list of them)."""
+    if not isinstance(name, str):
+        inside = f" in section {parent}" if parent else ""
+        return ConfigError(f"{where}: {kind} names must be strings (got {_show(name)}{inside})")
+    dotted = f"{parent}.{name}" if parent else name
+    hint = _suggest(name, options) or f" (known: {', '.join(options)})"
+    return ConfigError(f"{where}: unknown {kind} {dotted}{hint}")
+
+
+def _build_section(cls: type, name: str, raw: Any, where: _Where) -> Any:
+    """Check a section's keys in file order and build its frozen dataclass."""
+    if raw is None:  # `optim:` followed only by comments means "all defaults"
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where((name,))}: {name} must be a mapping of keys "
+                          f"(got {_show(raw)})")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for key, value in raw.items():
+        path = (name, key)
+        if key not in fields:
+            raise _unknown("key", key, list(fields), where(path), name)
+        try:
+            values[key] = _check_value(value, hints[key], fields[key].metadata, f"{name}.{key}")
+        except ConfigError as err:
+            raise ConfigError(f"{where(path)}: {err}") from None
+    for key, spec in fields.items():
+        if key not in values and spec.default is dataclasses.MISSING:
+            options = ", ".join(typing.get_args(hints[key]))
+            raise ConfigError(f"{where((name, key))}: {name}.{key} is required "
+                              f"(one of {options})")
+    return cls(**values)
+
+
+def _check_combination(config: Config, where: _Where) -> None:
+    """Settings that are each valid but cannot work together."""
+    data, model, train = config.dataset, config.model, config.train
+    if data.name in POINT_CLOUD_DATASETS and model.kind != "mlp":
+        raise ConfigError(f"{where(('model', 'kind'))}: model.kind {model.kind!r} needs a "
+                          f"graph, and dataset {data.name!r} has none; use kind: mlp")
+    if data.name in POINT_CLOUD_DATASETS and data.num_val + data.num_test >= data.num_samples:
+        raise ConfigError(f"{where(('dataset', 'num_test'))}: dataset.num_val + "
+                          f"dataset.num_test ({data.num_val + data.num_test}) leave no "
+                          f"training samples out of dataset.num_samples ({data.num_samples})")
+    if train.batch_size is not None and model.kind != "mlp":
+        raise ConfigError(f"{where(('train', 'batch_size'))}: train.batch_size must be null "
+                          f"for model.kind {model.kind!r} (graph models train full-batch)")
+    if (train.loss, model.head) in (("bce", "softmax"), ("cross_entropy", "sigmoid")):
+        raise ConfigError(f"{where(('train', 'loss'))}: train.loss {train.loss!r} does not "
+                          f"fit model.head {model.head!r} (bce goes with sigmoid, "
+                          f"cross_entropy with softmax, mse with either)")
+
+
+# ---------------------------------------------------------------- overrides
+
+def _apply_override(data: dict, text: str, where: _Where) -> None:
+    """Apply one ``section.key=value`` option; the value is read as YAML (null, 1e-3, [a, b])."""
+    dotted, sep, raw_value = text.partition("=")
+    dotted = dotted.strip()
+    origin = f"--set {text}"
+    if not sep or dotted.count(".") != 1:
+        raise ConfigError(f"{origin}: expected section.key=value, e.g. --set optim.lr=0.005")
+    section, key = dotted.split(".")
+    if section not in SECTIONS:
+        raise _unknown("section", section, list(SECTIONS), origin)
+    known = [f.name for f in dataclasses.fields(SECTIONS[section])]
+    if key not in known:
+        raise _unknown("key", key, known, origin, section)
+    try:
+        value = yaml.load(raw_value, Loader=_Loader)
+    except yaml.YAMLError as err:
+        raise _yaml_error(err, origin, with_line=False) from None
+    if data.get(section) is None:
+        data[section] = {}
+    if isinstance(data[section], dict):  # otherwise building the section reports it
+        data[section][key] = value
+        where.overrides[(section, key)] = origin
+
+
+# ---------------------------------------------------------------- public entry points
+
+def _build(data: Any, where: _Where, overrides: Sequence[str]) -> Config:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where(())}: top level must be a mapping of sections "
+                          f"(got {_show(data)})")
+    data = {name: dict(body) if isinstance(body, Mapping) else body
+            for name, body in data.items()}
+    for text in overrides:
+        _apply_override(data, text, where)
+    for name in data:
+        if name not in SECTIONS:
+            raise _unknown("section", name, list(SECTIONS), where((name,)))
+    ordered = list(data) + [name for name in SECTIONS if name not in data]
+    built = {name: _build_section(SECTIONS[name], name, data.get(name), where)
+             for name in ordered}
+    config = Config(**built, source=where.source)
+    _check_combination(config, where)
+    return config
+
+
+def config_from_dict(d: Mapping[str, Any], source: str = "<dict>",
+                     overrides: Sequence[str] = ()) -> Config:
+    """Validate an already-parsed mapping (e.g. ``Config.to_dict()`` read back from JSON)."""
+    try:
+        return _build(d, _Where(source), overrides)
+    except ConfigError as err:  # a key or value may hold a newline; the CLI shows one line
+        raise ConfigError(" ".join(str(err).splitlines())) from None
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
+    """Read, override (``["optim.lr=0.005", ...]``) and validate a YAML config file."""
+    where = _Where(str(path))
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start})") from None
+    except OSError as err:  # a directory, no permission...
+        raise ConfigError(f"{path}: cannot read config file ({err.strerror})") from None
+    try:
+        return _build(_parse_yaml(text, where), where, overrides)
+    except ConfigError as err:  # a key or value may hold a newline; the CLI shows one line
+        raise ConfigError(" ".join(str(err).splitlines())) from None

@@ -1,0 +1,79 @@
+"""Datasets as plain numpy/scipy arrays: Planetoid (downloaded and verified), Zachary's karate
+club (embedded), a stochastic block model (generated) and the user's own files.
+
+`load_dataset(name, ...)` is the one entry point the trainer and the CLI use.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+from mgsparse.data import planetoid, transforms
+from mgsparse.data.download import fetch
+from mgsparse.data.files import load_edge_list, load_features, load_labels, load_user_graph
+from mgsparse.data.graph import Graph, dataset_info
+from mgsparse.data.planetoid import load as load_planetoid
+from mgsparse.data.synthetic import karate_club, make_blobs, make_circles, make_moons, sbm
+from mgsparse.data.transforms import (full_split, normalize_features, public_split,
+                                      random_split)
+from mgsparse.errors import ConfigError
+
+__all__ = [
+    "Graph", "KNOWN_DATASETS", "dataset_info", "fetch", "full_split", "karate_club",
+    "list_datasets", "load_dataset", "load_edge_list", "load_features", "load_labels",
+    "load_planetoid", "load_user_graph", "make_blobs", "make_circles", "make_moons",
+    "normalize_features", "public_split", "random_split", "sbm",
+]
+
+KNOWN_DATASETS = ("cora", "citeseer", "pubmed", "karate", "synthetic")
+DESCRIPTIONS = {
+    "cora": "citation graph: 2,708 nodes, 10,556 edges, 1,433 features, 7 classes",
+    "citeseer": "citation graph: 3,327 nodes, 9,104 edges, 3,703 features, 6 classes",
+    "pubmed": "citation graph: 19,717 nodes, 88,648 edges, 500 features, 3 classes",
+    "karate": "Zachary's karate club: 34 nodes, 156 edges, 2 factions (embedded)",
+    "synthetic": "stochastic block model, generated from a seed (any size)",
+}
+_SBM_OPTIONS = set(inspect.signature(sbm).parameters)
+
+
+def load_dataset(name: str, root: str | Path | None = None, split: str = "public",
+                 url: str | None = None, normalize_features: bool = False,
+                 progress=None, **kw) -> Graph:
+    """Any known dataset as a `Graph`.
+
+    ``split`` is 'public' (the dataset's own split), 'full' or 'random'. For Planetoid and
+    karate ``kw`` holds the random split's sizes (``num_train_per_class``, ``num_val``,
+    ``num_test``, ``seed``); for 'synthetic' it holds `sbm`'s arguments, whose own split is
+    already random. ``root``, ``url`` and ``progress`` concern Planetoid downloads only.
+    """
+    key = str(name).lower()
+    if split not in transforms.SPLITS:
+        raise ConfigError(f"unknown split {split!r}; expected one of "
+                          f"{', '.join(transforms.SPLITS)}")
+    if key in planetoid.NAMES:
+        return planetoid.load(key, root=root, split=split, url=url,
+                              normalize_features=normalize_features, progress=progress, **kw)
+    if key == "karate":
+        graph = transforms.apply_split(karate_club(), split, **kw)
+    elif key == "synthetic":
+        unknown = sorted(set(kw) - _SBM_OPTIONS)
+        if unknown:
+            raise ConfigError(f"synthetic: unknown option(s) {', '.join(unknown)}")
+        graph = transforms.apply_split(sbm(**kw), "full" if split == "full" else "public")
+    else:
+        raise ConfigError(f"unknown dataset {name!r}; known: {', '.join(KNOWN_DATASETS)}")
+    return transforms.apply_normalize(graph) if normalize_features else graph
+
+
+def list_datasets(root: str | Path | None = None) -> list[dict]:
+    """One row per known dataset: name, description, whether it is on disk (None when it
+    needs no download) and the bytes its cache folder takes."""
+    rows = []
+    for name in KNOWN_DATASETS:
+        row = {"name": name, "description": DESCRIPTIONS[name], "cached": None,
+               "size_bytes": 0, "path": None}
+        if name in planetoid.NAMES:
+            row.update(planetoid.cache_status(name, root))
+        rows.append(row)
+    return rows

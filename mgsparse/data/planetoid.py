@@ -1,0 +1,257 @@
+"""The Planetoid citation datasets (Cora, CiteSeer, PubMed): download -> parse -> process -> cache.
+
+Facts the tests assert (public split, directed edge counts = 2 x undirected):
+
+========  =====  ======  ========  =======  ============
+name      nodes  edges   features  classes  train/val/test
+========  =====  ======  ========  =======  ============
+Cora      2708   10556   1433      7        140/500/1000
+CiteSeer  3327   9104    3703      6        120/500/1000
+PubMed    19717  88648   500       3        60/500/1000
+========  =====  ======  ========  =======  ============
+
+Where files come from: the ``url`` argument (config key ``dataset.url``), else the variable
+``MGSPARSE_PLANETOID_URL``, else the canonical Planetoid repository. Either may be an
+``http(s)://`` URL or a local folder used as a mirror. Where they go: ``root`` (config key
+``dataset.root``), else ``MGSPARSE_DATA``, else ``./datasets``; raw files in
+``<root>/<Name>/raw/``, the processed graph in ``<root>/<Name>/processed/*.npz``, named by
+a digest of the raw checksums so that a change of raw files never reuses a stale graph.
+
+Every raw file is verified against the SHA-256 embedded below before it is parsed. One file
+has none: ``ind.pubmed.allx`` was not available when these checksums were recorded, so
+mgsparse cannot vouch for it and refuses to use it rather than trust it unverified. A user
+who has verified a copy can name its checksum in a ``sha256sum``-format file pointed to by
+``MGSPARSE_PLANETOID_SHA256``; such entries only fill gaps, never replace embedded sums.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from mgsparse.data.download import Progress, fetch, is_remote, local_path, probe
+from mgsparse.data.graph import Graph
+from mgsparse.data.planetoid_io import FILE_KEYS, read_planetoid
+from mgsparse.data.transforms import SPLITS, apply_normalize, apply_split
+from mgsparse.errors import ChecksumError, ConfigError, DataError, DownloadError
+
+NAMES = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}
+DEFAULT_URL = "https://github.com/kimiyoung/planetoid/raw/master/data/"
+URL_ENV = "MGSPARSE_PLANETOID_URL"
+ROOT_ENV = "MGSPARSE_DATA"
+SHA256_ENV = "MGSPARSE_PLANETOID_SHA256"
+DEFAULT_ROOT = "datasets"
+PROCESSED_VERSION = "1"  # bump when the processing changes, to invalidate cached .npz files
+FETCH_OPTIONS = {"timeout": (5.0, 30.0), "retries": 3, "backoff": 0.5}  # see download.fetch
+MIRROR_HINT = (f"to use a mirror, set {URL_ENV} (or the config key dataset.url) to a URL "
+               "or a local folder holding the ind.<name>.* files")
+
+CHECKSUMS: dict[str, str | None] = {
+    "ind.cora.x": "23cfa55d91c6f624233f5eb7b6e3f141f1bd2b2ae39608a63cf5d084bb27baab",
+    "ind.cora.tx": "b9afbaa4a400df991f6f02ef677e1e44da55ffc04801fd02f9e673987829226a",
+    "ind.cora.allx": "9419ba2f26f5c35243db64aba110e0f35a04851609e0dc5433450676ca6b8543",
+    "ind.cora.y": "94465c14eb53e04ca262198dcbb2521ee8af60fb3f3d546cd6ca24a511b0e7d1",
+    "ind.cora.ty": "41f5ac76596a1699cc33f53084a2419e92961c42bb75f36fc38e616d348532ad",
+    "ind.cora.ally": "2b998f5cc7fedc86e7f97ca2498f47a1ffc1462c29e2d578b23bf3f62b6e7d71",
+    "ind.cora.graph": "58f13302f39dde8852dad6fe6d15b89b077b6d7f837626bce671ef80344b383d",
+    "ind.cora.test.index": "297ce89af2b51a6a194181c7dbe1796c6a1cf9cd9349a88383b1b1e227867875",
+    "ind.citeseer.x": "d20de19150741e555de0ed037195630fc194114ebc7fd72ced62810148aa22f6",
+    "ind.citeseer.tx": "539a8906a2da97628d212f2fdd668c109a8b3f0d36574b59e5d3fd5b5303da21",
+    "ind.citeseer.allx": "2ac30345d95c9ec933a817ee0bdd6a5f077f8c184a20e696910192d534414668",
+    "ind.citeseer.y": "8ba87e515d8e3ee3cf52f6d2c5b86aa73f11ecad825a808455209ec26cd54924",
+    "ind.citeseer.ty": "55e5bd1ba1e733a04598753ad1a8d57957f4b8f89e74519f41f4f4938767e4ce",
+    "ind.citeseer.ally": "f704b2d986dde6c2669934de1f3ae5696a6cf9455c0f6b2646a2d135ea0a1c95",
+    "ind.citeseer.graph": "d79a4ef9d3e7169aee8946145f6b7306e35bc79bffad26346cfb94e10e9912a7",
+    "ind.citeseer.test.index":
+        "2af990671580b6b2df5d158d1038f8292e30c9cd821b5453f399659b25b723d4",
+    "ind.pubmed.x": "fbe9cb5c47200d1b7769a26e579be3b7130b556831f9d850e77c4c74f2599b33",
+    "ind.pubmed.tx": "4eb5f5d0f30f26497eb0ac6ac9719d09c67e284f1ed0385c93f3ef27a671da3d",
+    "ind.pubmed.allx": None,  # unknown: see the module docstring
+    "ind.pubmed.y": "e6c807633307a07ed659249006536a147c7999c797f11a2560752990181b41b3",
+    "ind.pubmed.ty": "ee2e0d4819d9fbcc403689c3bf2e49face401b605932f093bc58ab6461130fdd",
+    "ind.pubmed.ally": "0c37bbe3b5014ec365e9d393cf4791925e5ed94fb194305d74f064a8d7b50f0e",
+    "ind.pubmed.graph": "5b89f0036ca22909471f1e6558eb42fa06e0c730a577bde5b058b40638f81dc9",
+    "ind.pubmed.test.index":
+        "b101d421688bbaecbd82e8a18f1e282378d6830f3a37666f28ebc47f844341b5",
+}
+
+
+# --- where things are ------------------------------------------------------------------------
+
+def check_name(name: str) -> str:
+    key = str(name).lower()
+    if key not in NAMES:
+        raise ConfigError(f"unknown Planetoid dataset {name!r}; expected one of "
+                          f"{', '.join(NAMES)}")
+    return key
+
+
+def resolve_url(url: str | None = None) -> str:
+    """Explicit argument > ``MGSPARSE_PLANETOID_URL`` > the canonical repository."""
+    return url or os.environ.get(URL_ENV) or DEFAULT_URL
+
+
+def resolve_root(root: str | Path | None = None) -> Path:
+    """Explicit argument > ``MGSPARSE_DATA`` > ``./datasets``."""
+    return Path(root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+
+
+def dataset_dir(name: str, root: str | Path | None = None) -> Path:
+    return resolve_root(root) / NAMES[check_name(name)]
+
+
+def raw_dir(name: str, root: str | Path | None = None) -> Path:
+    return dataset_dir(name, root) / "raw"
+
+
+def file_names(name: str) -> list[str]:
+    return [f"ind.{check_name(name)}.{key}" for key in FILE_KEYS]
+
+
+def source_of(base: str, filename: str) -> str:
+    """The file's URL under an http(s) base, or its path under a mirror folder."""
+    if is_remote(base):
+        return base.rstrip("/") + "/" + filename
+    return str(local_path(base) / filename)
+
+
+# --- download -----------------------------------------------------------------------------------
+
+def known_checksums(name: str) -> dict[str, str | None]:
+    """Embedded checksums, gaps filled from the ``MGSPARSE_PLANETOID_SHA256`` manifest."""
+    sums = {f: CHECKSUMS[f] for f in file_names(name)}
+    manifest = os.environ.get(SHA256_ENV)
+    if manifest and None in sums.values():
+        extra = _read_manifest(Path(manifest))
+        sums = {f: s if s is not None else extra.get(f) for f, s in sums.items()}
+    return sums
+
+
+def _read_manifest(path: Path) -> dict[str, str]:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise ConfigError(f"{SHA256_ENV}={path}: cannot read it ({exc.strerror})") from None
+    entries = {}
+    for number, line in enumerate(lines, start=1):
+        parts = line.split()
+        if not parts or parts[0].startswith("#"):
+            continue
+        if len(parts) != 2 or len(parts[0]) != 64:
+            raise ConfigError(f"{path} line {number}: expected '<sha256>  <filename>'")
+        entries[parts[1].lstrip("*")] = parts[0].lower()
+    return entries
+
+
+def download(name: str, root: str | Path | None = None, url: str | None = None,
+             progress: Progress | None = None) -> Path:
+    """Make ``<root>/<Name>/raw/`` hold the eight verified raw files; return that folder."""
+    key = check_name(name)
+    base, folder = resolve_url(url), raw_dir(key, root)
+    sums = known_checksums(key)
+    try:
+        for filename in [f for f, s in sums.items() if s is None]:
+            _refuse_unverifiable(base, filename)
+        for filename, sha256 in sums.items():
+            fetch(source_of(base, filename), folder / filename, sha256, progress=progress,
+                  **FETCH_OPTIONS)
+    except DownloadError as exc:
+        if getattr(exc, "unreachable", False):
+            raise type(exc)(f"{exc}; {MIRROR_HINT}") from exc
+        raise
+    return folder
+
+
+def _refuse_unverifiable(base: str, filename: str) -> None:
+    """Fail before any byte is fetched: first if the mirror lacks the file, else because no
+    checksum exists to verify it against."""
+    if not probe(source_of(base, filename), FETCH_OPTIONS["timeout"]):
+        raise DownloadError(f"{filename} is missing from the mirror {base}; nothing was "
+                            "downloaded")
+    raise ChecksumError(f"{filename} has no known SHA-256, so mgsparse cannot verify it and "
+                        f"will not use it; set {SHA256_ENV} to a sha256sum file listing a "
+                        "checksum you trust")
+
+
+# --- process and cache --------------------------------------------------------------------------
+
+def _cache_key(name: str) -> str:
+    sums = known_checksums(name)
+    text = PROCESSED_VERSION + "".join(f"{f}={s}" for f, s in sorted(sums.items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def processed_path(name: str, root: str | Path | None = None) -> Path:
+    return dataset_dir(name, root) / "processed" / f"{check_name(name)}-{_cache_key(name)}.npz"
+
+
+def _save_graph(graph: Graph, path: Path, key: str) -> None:
+    """Write atomically (temp file + rename) so a crash never leaves a half-written cache."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, key=key, x_data=graph.x.data, x_indices=graph.x.indices,
+                     x_indptr=graph.x.indptr, x_shape=np.array(graph.x.shape), y=graph.y,
+                     edge_index=graph.edge_index, num_classes=graph.num_classes,
+                     train_mask=graph.train_mask, val_mask=graph.val_mask,
+                     test_mask=graph.test_mask)
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _load_graph(path: Path, key: str, name: str) -> Graph | None:
+    """The cached graph, or None when the file is absent, stale or unreadable."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if str(z["key"]) != key:
+                return None
+            x = sp.csr_matrix((z["x_data"], z["x_indices"], z["x_indptr"]),
+                              shape=tuple(z["x_shape"]))
+            return Graph(x=x, y=z["y"], edge_index=z["edge_index"], num_nodes=x.shape[0],
+                         num_classes=int(z["num_classes"]), train_mask=z["train_mask"],
+                         val_mask=z["val_mask"], test_mask=z["test_mask"], name=name)
+    except (OSError, KeyError, ValueError, DataError):
+        return None
+
+
+def process(name: str, root: str | Path | None = None) -> Graph:
+    """Parse the verified raw files once; later calls read the cached ``.npz``."""
+    key = check_name(name)
+    path, cache_key = processed_path(key, root), _cache_key(key)
+    graph = _load_graph(path, cache_key, key) if path.is_file() else None
+    if graph is None:
+        graph = read_planetoid(raw_dir(key, root), key)
+        try:
+            _save_graph(graph, path, cache_key)
+        except OSError:
+            pass  # the cache only saves time; a read-only root must not stop a run
+    return graph
+
+
+def load(name: str, root: str | Path | None = None, split: str = "public",
+         url: str | None = None, normalize_features: bool = False,
+         progress: Progress | None = None, **split_kwargs) -> Graph:
+    """Cora, CiteSeer or PubMed as a `Graph`: verified download, safe parse, split, optional
+    row normalisation of the features (see the module docstring for the numbers)."""
+    key = check_name(name)
+    if split not in SPLITS:
+        raise ConfigError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+    download(key, root, url, progress)
+    graph = apply_split(process(key, root), split, **split_kwargs)
+    return apply_normalize(graph) if normalize_features else graph
+
+
+def cache_status(name: str, root: str | Path | None = None) -> dict:
+    """Whether all raw files are present, and the bytes the dataset takes on disk."""
+    folder = dataset_dir(name, root)
+    raw = raw_dir(name, root)
+    files = [p for p in folder.rglob("*") if p.is_file()] if folder.is_dir() else []
+    return {"cached": all((raw / f).is_file() for f in file_names(name)),
+            "size_bytes": sum(p.stat().st_size for p in files), "path": str(folder)}

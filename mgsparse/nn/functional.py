@@ -1,0 +1,209 @@
+"""Losses and metrics for node classification: masked cross-entropy, NLL, MSE, BCE, accuracy.
+
+A `mask` selects the rows (nodes) a loss or metric is taken over: a boolean array of length
+N, or an array of row indices. Targets are integer class labels; rows outside the mask are
+never read, so unlabeled nodes may carry any label (e.g. −1).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mgsparse.engine import Function, Tensor
+from mgsparse.errors import ShapeError
+
+# ---------------------------------------------------------------- masks and targets
+
+
+def _rows(mask: Any, num_rows: int, name: str) -> np.ndarray | None:
+    """Row indices a mask selects (None: all rows). Boolean masks give unique, sorted rows."""
+    if mask is None:
+        return None
+    mask = np.asarray(mask.data if isinstance(mask, Tensor) else mask)
+    if mask.dtype == bool:
+        if mask.shape != (num_rows,):
+            raise ShapeError(f"{name}: boolean mask of shape {mask.shape} for {num_rows} rows")
+        rows = np.flatnonzero(mask)
+    elif np.issubdtype(mask.dtype, np.integer) and mask.ndim == 1:
+        rows = mask.astype(np.int64, copy=False)
+        if rows.size and (rows.min() < -num_rows or rows.max() >= num_rows):
+            raise ShapeError(f"{name}: mask index out of range for {num_rows} rows")
+    else:
+        raise ShapeError(f"{name}: mask must be a boolean or integer 1-d array, got {mask.dtype}"
+                         f"{mask.shape}")
+    if rows.size == 0:
+        raise ShapeError(f"{name}: the mask selects no rows")
+    return rows
+
+
+def _targets(target: Any, rows: np.ndarray | None, num_rows: int, num_classes: int,
+             name: str) -> np.ndarray:
+    """The masked integer targets, checked to be class ids in [0, num_classes)."""
+    t = np.asarray(target.data if isinstance(target, Tensor) else target)
+    if t.shape != (num_rows,):
+        raise ShapeError(f"{name}: target of shape {t.shape} for {num_rows} rows")
+    if not np.issubdtype(t.dtype, np.integer):
+        raise ShapeError(f"{name}: target must hold integer class ids, got {t.dtype}")
+    t = t if rows is None else t[rows]
+    if t.size and (t.min() < 0 or t.max() >= num_classes):
+        raise ShapeError(f"{name}: target ids must be in [0, {num_classes}), got "
+                         f"{t.min()}..{t.max()}")
+    return t
+
+
+def _check_logits(logits: Tensor, name: str) -> None:
+    if logits.ndim != 2:
+        raise ShapeError(f"{name}: expects (N, C) scores, got shape {logits.shape}")
+    if logits.shape[0] == 0:
+        raise ShapeError(f"{name}: no rows")
+
+
+# ---------------------------------------------------------------- cross-entropy (fused)
+
+
+class CrossEntropy(Function):
+    """loss = −(1/n) Σᵢ log softmax(zᵢ)[tᵢ] over the n masked rows i of the logits z.
+
+    One node instead of the ~8 a composite through log_softmax records (max, sub, exp, sum,
+    log, sub, gather, mean), on the hot path of every epoch. Forward, per row, with
+    m = max_c z_c for stability (so logits like 1000 never overflow):
+        lse = m + log Σ_c exp(z_c − m),   loss_i = lse − z_t.
+    Backward, from ∂lse/∂z_c = softmax(z)_c:
+        dz_i = g · (softmax(z_i) − onehot(t_i)) / n  at masked rows, 0 elsewhere.
+    """
+
+    @staticmethod
+    def forward(ctx, z, t, rows, unique_rows):
+        zm = z if rows is None else z[rows]  # (n, C)
+        n = zm.shape[0]
+        shifted = zm - zm.max(axis=1, keepdims=True)
+        e = np.exp(shifted)
+        sums = e.sum(axis=1, keepdims=True)
+        picked = shifted[np.arange(n), t]  # z_t − m
+        loss = np.log(sums[:, 0]).sum() - picked.sum()
+        if ctx.needs_input_grad[0]:
+            e /= sums  # softmax (n, C), kept for the backward
+            ctx.save_for_backward(e, t, rows)
+            ctx.shape, ctx.unique_rows = z.shape, unique_rows
+        return np.asarray(loss / n, dtype=z.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        """dz = g·(softmax(z) − onehot(t))/n at the masked rows, 0 elsewhere."""
+        probs, t, rows = ctx.saved_tensors
+        n = probs.shape[0]
+        scale = g / n
+        dzm = probs * scale
+        dzm[np.arange(n), t] -= scale
+        if rows is not None:
+            dz = np.zeros(ctx.shape, dtype=probs.dtype)
+            if ctx.unique_rows:
+                dz[rows] = dzm
+            else:  # an index mask may repeat a row: its gradients add up
+                np.add.at(dz, rows, dzm)
+            dzm = dz
+        return dzm, None, None, None
+
+
+def cross_entropy(logits: Tensor, target: Any, mask: Any = None) -> Tensor:
+    """Mean cross-entropy of `logits` (N, C) against integer `target` (N,) over the masked rows.
+
+    Equals `nll_loss(logits.log_softmax(-1), target, mask)`, computed as one fused op.
+    """
+    _check_logits(logits, "cross_entropy")
+    num_rows, num_classes = logits.shape
+    rows = _rows(mask, num_rows, "cross_entropy")
+    t = _targets(target, rows, num_rows, num_classes, "cross_entropy")
+    unique = rows is None or _is_bool(mask) or np.unique(rows).size == rows.size
+    return CrossEntropy.apply(logits, t, rows, unique)
+
+
+def _is_bool(mask: Any) -> bool:
+    return np.asarray(mask.data if isinstance(mask, Tensor) else mask).dtype == bool
+
+
+def nll_loss(log_probs: Tensor, target: Any, mask: Any = None) -> Tensor:
+    """−(1/n) Σᵢ log_probs[i, tᵢ] over the n masked rows (inputs are log-probabilities)."""
+    _check_logits(log_probs, "nll_loss")
+    num_rows, num_classes = log_probs.shape
+    rows = _rows(mask, num_rows, "nll_loss")
+    t = _targets(target, rows, num_rows, num_classes, "nll_loss")
+    rows = np.arange(num_rows) if rows is None else rows
+    return log_probs[rows, t].sum() * (-1.0 / rows.size)
+
+
+# ---------------------------------------------------------------- regression and binary
+
+
+def mse_loss(pred: Tensor, target: Any) -> Tensor:
+    """mean((pred − target)²); shapes must match (a silent broadcast is almost always a bug)."""
+    target = target if isinstance(target, Tensor) else Tensor(target, dtype=pred.dtype)
+    if pred.shape != target.shape:
+        raise ShapeError(f"mse_loss: pred shape {pred.shape} != target shape {target.shape}")
+    diff = pred - target
+    return (diff * diff).mean()
+
+
+class BCEWithLogits(Function):
+    """loss = mean(max(x, 0) − x·y + log(1 + e^−|x|)), i.e. −[y log σ(x) + (1−y) log(1−σ(x))].
+
+    Fused because the stable form's pieces (relu, abs) have kinks at x = 0 whose one-sided
+    derivatives would give −y there instead of the true σ(0) − y = ½ − y.
+    Backward: dx = g·(σ(x) − y)/N, dy = −g·x/N.
+    """
+
+    @staticmethod
+    def forward(ctx, x, y):
+        e = np.exp(-np.abs(x))
+        loss = np.maximum(x, 0) - x * y + np.log1p(e)
+        ctx.save_for_backward(x, y, e)
+        return np.asarray(loss.mean(), dtype=x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g·(σ(x) − y)/N, dy = −g·x/N."""
+        x, y, e = ctx.saved_tensors
+        scale = g / x.size
+        need_x, need_y = ctx.needs_input_grad
+        sig = np.where(x >= 0, 1 / (1 + e), e / (1 + e))  # σ(x) without overflow
+        return ((sig - y) * scale if need_x else None, -x * scale if need_y else None)
+
+
+def binary_cross_entropy_with_logits(logits: Tensor, target: Any) -> Tensor:
+    """Mean binary cross-entropy of raw scores `logits` against targets in [0, 1] (same shape)."""
+    target = target if isinstance(target, Tensor) else Tensor(target, dtype=logits.dtype)
+    if logits.shape != target.shape:
+        raise ShapeError(f"binary_cross_entropy_with_logits: logits shape {logits.shape} != "
+                         f"target shape {target.shape}")
+    if logits.size == 0:
+        raise ShapeError("binary_cross_entropy_with_logits: empty input")
+    return BCEWithLogits.apply(logits, target)
+
+
+# ---------------------------------------------------------------- metrics
+
+
+def accuracy(logits_or_pred: Any, target: Any, mask: Any = None) -> float:
+    """Fraction of masked rows whose prediction equals the target, in [0, 1].
+
+    A 2-d input (N, C) is scores and predicts its argmax; a 1-d input is predicted labels.
+    """
+    scores = np.asarray(logits_or_pred.data if isinstance(logits_or_pred, Tensor)
+                        else logits_or_pred)
+    if scores.ndim == 2:
+        pred = scores.argmax(axis=1)
+    elif scores.ndim == 1:
+        pred = scores
+    else:
+        raise ShapeError(f"accuracy: expects (N, C) scores or (N,) labels, got {scores.shape}")
+    t = np.asarray(target.data if isinstance(target, Tensor) else target)
+    if t.shape != pred.shape:
+        raise ShapeError(f"accuracy: target of shape {t.shape} for {pred.shape[0]} rows")
+    rows = _rows(mask, pred.shape[0], "accuracy")
+    if rows is not None:
+        pred, t = pred[rows], t[rows]
+    if pred.size == 0:
+        raise ShapeError("accuracy: no rows")
+    return float(np.mean(pred == t))

@@ -1,0 +1,134 @@
+"""Dense layers: `Linear` (Glorot init), `Dropout` and the activations, plus the `glorot_` initialiser."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mgsparse.engine import Tensor
+from mgsparse.errors import HyperparameterError
+from mgsparse.nn.module import Module, Parameter
+
+
+def glorot_(shape: tuple[int, ...], rng: np.random.Generator | None = None,
+            dtype: Any = np.float32, gain: float = 1.0) -> np.ndarray:
+    """A fresh array drawn from Glorot/Xavier uniform: U(−a, a), a = gain·√(6 / (fan_in + fan_out)).
+
+    Keeps the variance of activations and of gradients about constant from layer to layer
+    (Glorot & Bengio, 2010). fan_in, fan_out are the last two axes (`(in, out)` for a
+    weight used as `x @ W`; a 1-d shape uses its length for both). Sampled in float64 and
+    then cast, so the same generator gives the same numbers in float32 and float64.
+    """
+    shape = tuple(int(n) for n in shape)
+    if not shape or min(shape) < 1:
+        raise HyperparameterError(f"glorot_: shape must have positive sizes, got {shape}")
+    fan_in, fan_out = (shape[0], shape[0]) if len(shape) == 1 else shape[-2:]
+    bound = gain * np.sqrt(6.0 / (fan_in + fan_out))
+    rng = rng if rng is not None else np.random.default_rng()
+    return rng.uniform(-bound, bound, size=shape).astype(dtype)
+
+
+class Linear(Module):
+    """y = x @ W + b, with W of shape (in_features, out_features) so no transpose is needed.
+
+    W is Glorot-uniform, b starts at zero (the GCN paper's choice). Pass `rng` for a
+    reproducible initialisation.
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 rng: np.random.Generator | None = None, dtype: Any = np.float32):
+        super().__init__()
+        if in_features < 1 or out_features < 1:
+            raise HyperparameterError(
+                f"Linear needs positive sizes, got in_features={in_features}, "
+                f"out_features={out_features}"
+            )
+        self.in_features, self.out_features = int(in_features), int(out_features)
+        self.weight = Parameter(glorot_((in_features, out_features), rng, dtype), dtype=dtype)
+        self.bias = Parameter(np.zeros(out_features), dtype=dtype) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = x @ self.weight  # (N, out_features)
+        return out + self.bias if self.bias is not None else out
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+
+class Dropout(Module):
+    """Inverted dropout in training (zero with probability p, scale the rest by 1/(1−p)); identity
+    in eval. Owns its generator, so a seeded model draws the same masks run after run."""
+
+    def __init__(self, p: float = 0.5, rng: np.random.Generator | None = None):
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise HyperparameterError(f"Dropout probability must be in [0, 1), got {p}")
+        self.p = float(p)
+        self.rng = rng if rng is not None else np.random.default_rng()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.dropout(self.p, self.training, self.rng)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+# ---------------------------------------------------------------- activations
+
+
+class ReLU(Module):
+    """max(x, 0)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.relu()
+
+
+class ELU(Module):
+    """x if x > 0 else alpha·(eˣ − 1): smooth and non-zero-mean below zero (GAT's choice)."""
+
+    def __init__(self, alpha: float = 1.0):
+        super().__init__()
+        self.alpha = float(alpha)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.elu(self.alpha)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}"
+
+
+class LeakyReLU(Module):
+    """x if x > 0 else negative_slope·x."""
+
+    def __init__(self, negative_slope: float = 0.01):
+        super().__init__()
+        self.negative_slope = float(negative_slope)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.leaky_relu(self.negative_slope)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}"
+
+
+class Tanh(Module):
+    """tanh(x)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.tanh()
+
+
+class Sigmoid(Module):
+    """1 / (1 + e⁻ˣ)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.sigmoid()
+
+
+class Identity(Module):
+    """Returns its input: a placeholder where a layer is optional (no activation, no dropout)."""
+
+    def forward(self, x: Any) -> Any:
+        return x

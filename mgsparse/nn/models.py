@@ -1,0 +1,96 @@
+"""Whole models built from plain arguments (never a config object): `GCN` and `MLP`."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from mgsparse.engine import Tensor
+from mgsparse.errors import HyperparameterError
+from mgsparse.nn.conv import GCNConv
+from mgsparse.nn.layers import Linear
+from mgsparse.nn.module import Module, ModuleList
+from mgsparse.sparse import SparseTensor, sparse_dropout
+
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
+    "relu": lambda x: x.relu(),
+    "elu": lambda x: x.elu(),
+    "tanh": lambda x: x.tanh(),
+    "leaky_relu": lambda x: x.leaky_relu(0.2),
+}
+
+
+def get_activation(name: str) -> Callable[[Tensor], Tensor]:
+    if name not in ACTIVATIONS:
+        raise HyperparameterError(f"unknown activation {name!r}; known: {', '.join(ACTIVATIONS)}")
+    return ACTIVATIONS[name]
+
+
+def dropout(x: Tensor | SparseTensor, p: float, training: bool, rng: np.random.Generator):
+    """Dropout that keeps sparse features sparse (it drops stored values only)."""
+    if isinstance(x, SparseTensor):
+        return sparse_dropout(x, p, training, rng)
+    return x.dropout(p, training, rng)
+
+
+def _widths(in_features: int, hidden: int, out_features: int, layers: int) -> list[int]:
+    if min(in_features, hidden, out_features, layers) < 1:
+        raise HyperparameterError("model sizes and layer count must be positive")
+    return [in_features] + [hidden] * (layers - 1) + [out_features]
+
+
+class GCN(Module):
+    """`layers` GCNConvs with dropout before each and an activation between them.
+
+    Kipf & Welling's Cora recipe: 2 layers, hidden 16, dropout 0.5, ReLU, 81.5% test accuracy.
+    `forward(x, adj)` returns logits (N, num_classes); `adj` as for `GCNConv`.
+    """
+
+    def __init__(self, in_features: int, hidden: int, num_classes: int, layers: int = 2,
+                 dropout: float = 0.5, activation: str = "relu",
+                 rng: np.random.Generator | None = None, dtype: Any = np.float32):
+        super().__init__()
+        self.rng = rng if rng is not None else np.random.default_rng()
+        widths = _widths(in_features, hidden, num_classes, layers)
+        self.convs = ModuleList(GCNConv(a, b, rng=self.rng, dtype=dtype)
+                                for a, b in zip(widths[:-1], widths[1:]))
+        self.p, self.act_name = float(dropout), activation
+        self.act = get_activation(activation)
+
+    def forward(self, x: Tensor | SparseTensor, adj: Any, edge_weight: Tensor | None = None):
+        last = len(self.convs) - 1
+        for i, conv in enumerate(self.convs):
+            x = conv(dropout(x, self.p, self.training, self.rng), adj, edge_weight)
+            if i < last:
+                x = self.act(x)
+        return x
+
+    def extra_repr(self) -> str:
+        return f"dropout={self.p}, activation={self.act_name}"
+
+
+class MLP(Module):
+    """Linear layers with an activation between them; returns logits (no output activation)."""
+
+    def __init__(self, in_features: int, hidden: int, out_features: int, layers: int = 2,
+                 dropout: float = 0.0, activation: str = "relu",
+                 rng: np.random.Generator | None = None, dtype: Any = np.float32):
+        super().__init__()
+        self.rng = rng if rng is not None else np.random.default_rng()
+        widths = _widths(in_features, hidden, out_features, layers)
+        self.linears = ModuleList(Linear(a, b, rng=self.rng, dtype=dtype)
+                                  for a, b in zip(widths[:-1], widths[1:]))
+        self.p, self.act_name = float(dropout), activation
+        self.act = get_activation(activation)
+
+    def forward(self, x: Tensor | SparseTensor, *_: Any) -> Tensor:
+        last = len(self.linears) - 1
+        for i, linear in enumerate(self.linears):
+            x = linear(dropout(x, self.p, self.training, self.rng))
+            if i < last:
+                x = self.act(x)
+        return x
+
+    def extra_repr(self) -> str:
+        return f"dropout={self.p}, activation={self.act_name}"

@@ -1,0 +1,323 @@
+"""Gradient-check cases for every sparse op: random inputs and the three oracles.
+
+`SPARSE_OPS` maps an op name to an `OpCase`:
+
+- ``build(rng, size, dtype) -> inputs``: a tuple of Tensors (``requires_grad=True`` for those
+  to check) and constants (SparseTensor templates holding the pattern). ``size`` is one of
+  `SIZES`: "small" (scalar oracle feasible), "medium", "one" (a 1×1 matrix), "empty" (nnz=0).
+  Random patterns have an empty last row, an empty last column, duplicated entries (except
+  for value-wise ops, whose dense equivalent only exists on a coalesced pattern) and are
+  stored in shuffled order.
+- ``sparse(*inputs) -> Tensor``: the op under test (sparse outputs densified by `to_tensor`).
+- ``dense(*inputs) -> Tensor``: the same math on dense matrices through the Tensor engine only.
+- ``scalar(*inputs) -> object array of Value``: the scalar decomposition; Tensors arrive as
+  object arrays of `Value`s (see reference.scalar_vjp).
+
+`analytic_grads` and `scalar_grads` turn a case and a weighting of its output into the
+gradients each oracle gives, for the tests and for `mgsparse gradcheck`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from mgsparse.engine import Tensor
+from mgsparse.sparse import graph, ops
+from mgsparse.sparse import reference as ref
+from mgsparse.sparse.tensor import SparseTensor
+
+SIZES = {"small": (6, 5, 12), "medium": (24, 18, 90), "one": (1, 1, 1), "empty": (5, 4, 0)}
+
+
+@dataclass(frozen=True)
+class OpCase:
+    name: str
+    build: Callable[[np.random.Generator, str, type], tuple]
+    sparse: Callable[..., Tensor]
+    dense: Callable[..., Tensor]
+    scalar: Callable[..., np.ndarray]
+
+    def __repr__(self) -> str:
+        return f"OpCase({self.name!r})"
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def random_pattern(rng: np.random.Generator, shape: tuple[int, int], nnz: int,
+                   duplicates: bool = True) -> np.ndarray:
+    """(2, nnz) indices in shuffled order; the last row and column stay empty when there are
+    at least two, and the first two entries are repeated at the end when `duplicates`."""
+    rows, cols = shape
+    hi_r, hi_c = max(rows - 1, 1), max(cols - 1, 1)
+    if not duplicates:
+        keys = rng.choice(hi_r * hi_c, size=min(nnz, hi_r * hi_c), replace=False)
+        return np.stack([keys // hi_c, keys % hi_c]).astype(np.int64)
+    idx = np.stack([rng.integers(0, hi_r, nnz), rng.integers(0, hi_c, nnz)]).astype(np.int64)
+    if nnz >= 4:
+        idx[:, -2:] = idx[:, :2]
+    return idx[:, rng.permutation(nnz)]
+
+
+def _template(rng, shape, nnz, dtype, duplicates=True) -> SparseTensor:
+    idx = random_pattern(rng, shape, nnz, duplicates)
+    return SparseTensor(idx, rng.standard_normal(idx.shape[1]).astype(dtype), shape)
+
+
+def _leaf(rng, shape, dtype) -> Tensor:
+    return Tensor(rng.standard_normal(shape).astype(dtype), requires_grad=True)
+
+
+def _values(A: SparseTensor) -> Tensor:
+    return Tensor(A.values.data, requires_grad=True)
+
+
+def _dims(size: str, square: bool) -> tuple[tuple[int, int], int]:
+    rows, cols, nnz = SIZES[size]
+    return ((rows, rows) if square else (rows, cols)), nnz
+
+
+def one_matrix(square=False, duplicates=True) -> Callable:
+    """inputs (values, A)."""
+    def build(rng, size, dtype):
+        shape, nnz = _dims(size, square)
+        A = _template(rng, shape, nnz, dtype, duplicates)
+        return _values(A), A
+    return build
+
+
+def matrix_and_dense(dense_shape: Callable[[tuple[int, int], int], tuple]) -> Callable:
+    """inputs (values, X, A) with X of shape dense_shape(A.shape, f)."""
+    def build(rng, size, dtype):
+        shape, nnz = _dims(size, False)
+        A = _template(rng, shape, nnz, dtype)
+        return _values(A), _leaf(rng, dense_shape(shape, 3), dtype), A
+    return build
+
+
+def two_matrices(chain: bool) -> Callable:
+    """inputs (va, vb, A, B): B of A's shape, or of shape (A.cols, rows) when chained."""
+    def build(rng, size, dtype):
+        shape, nnz = _dims(size, False)
+        A = _template(rng, shape, nnz, dtype)
+        B = _template(rng, (shape[1], shape[0]) if chain else shape, nnz, dtype)
+        return _values(A), _values(B), A, B
+    return build
+
+
+def sddmm_inputs(rng, size, dtype):
+    shape, nnz = _dims(size, False)
+    A = _template(rng, shape, nnz, dtype)
+    return _leaf(rng, (shape[0], 3), dtype), _leaf(rng, (shape[1], 3), dtype), A
+
+
+def features_inputs(rng, size, dtype):
+    """Sparse features (constant values) times dense weights W: only W is checked."""
+    shape, nnz = _dims(size, False)
+    return _leaf(rng, (shape[1], 3), dtype), _template(rng, shape, nnz, dtype)
+
+
+# ---------------------------------------------------------------- dense and scalar helpers
+
+
+def dense_of(v: Tensor, A: SparseTensor) -> Tensor:
+    """The dense matrix of values v on A's pattern, by engine ops only: v @ one-hot, reshaped."""
+    rows, cols = A.shape
+    onehot = np.zeros((A.nnz, rows * cols), dtype=v.dtype)
+    onehot[np.arange(A.nnz), A.row * cols + A.col] = 1
+    return (v @ Tensor(onehot)).reshape(rows, cols)
+
+
+def counts_of(A: SparseTensor, dtype=np.float64) -> Tensor:
+    """How many stored entries sit at each position (the pattern mask, duplicates counted)."""
+    out = np.zeros(A.shape, dtype=dtype)
+    np.add.at(out, (A.row, A.col), 1)
+    return Tensor(out)
+
+
+def dok_dense(values: np.ndarray, A) -> np.ndarray:
+    """Object (rows, cols) array: Σ of the Values stored at each position, 0.0 elsewhere."""
+    out = np.empty(A.shape, dtype=object)
+    out.fill(0.0)
+    for k, (i, j) in enumerate(zip(A.row, A.col)):
+        out[i, j] = out[i, j] + values[k]
+    return out
+
+
+def _data(x) -> float:
+    return x.data if hasattr(x, "data") else float(x)
+
+
+def _scalar_gcn_norm(v, A, add_loops):
+    M = dok_dense(v, A)
+    mask = counts_of(A).data > 0
+    if add_loops:
+        M = M + np.eye(A.shape[0])
+        mask |= np.eye(A.shape[0], dtype=bool)
+    d = [deg ** -0.5 if _data(deg) > 0 else 0.0 for deg in M.sum(axis=1)]
+    out = np.empty(A.shape, dtype=object)
+    for (i, j), m in np.ndenumerate(M):
+        out[i, j] = m * d[i] * d[j] if mask[i, j] else 0.0
+    return out
+
+
+def _dense_gcn_norm(v, A, add_loops):
+    M = dense_of(v, A) + (np.eye(A.shape[0], dtype=v.dtype) if add_loops else 0.0)
+    deg = M.sum(axis=1)
+    pos = (deg.data > 0).astype(v.dtype)
+    d = (deg * pos + (1 - pos)) ** -0.5 * pos
+    return d.reshape(-1, 1) * M * d.reshape(1, -1)
+
+
+def _dense_row_softmax(v, A):
+    mask = counts_of(A, v.dtype)
+    M = dense_of(v, A)
+    shift = np.where(mask.data > 0, M.data, -np.inf).max(axis=1, keepdims=True, initial=-np.inf)
+    e = (M - np.where(np.isfinite(shift), shift, 0.0)).exp() * mask
+    empty = (mask.data.sum(axis=1, keepdims=True) == 0).astype(v.dtype)
+    return e / (e.sum(axis=1, keepdims=True) + empty)
+
+
+def _dropout(A: SparseTensor) -> SparseTensor:
+    return ops.sparse_dropout(A, 0.5, training=True, rng=np.random.default_rng(7))
+
+
+def _keep(A: SparseTensor) -> np.ndarray:
+    """The dropout scaling per stored entry, drawn exactly as `sparse_dropout` draws it."""
+    return (np.random.default_rng(7).random(A.nnz) >= 0.5) / 0.5
+
+
+# ---------------------------------------------------------------- the registry
+
+
+def _case(name, build, sparse, dense, scalar) -> tuple[str, OpCase]:
+    return name, OpCase(name, build, sparse, dense, scalar)
+
+
+_ST = ops.to_tensor
+SPARSE_OPS: dict[str, OpCase] = dict([
+    _case("spmm", matrix_and_dense(lambda s, f: (s[1], f)),
+          lambda v, X, A: A.with_values(v) @ X,
+          lambda v, X, A: dense_of(v, A) @ X,
+          lambda v, X, A: ref.spmm(v, X, A._structure)),
+    _case("dense_spmm", matrix_and_dense(lambda s, f: (f, s[0])),
+          lambda v, X, A: X @ A.with_values(v),
+          lambda v, X, A: X @ dense_of(v, A),
+          lambda v, X, A: ref.spmm(v, X.T, A.T._structure).T),
+    _case("sparse_features", features_inputs,
+          lambda W, A: A @ W,
+          lambda W, A: Tensor(A.to_dense()) @ W,
+          lambda W, A: ref.spmm(A.values.data, W, A._structure)),
+    _case("sddmm", sddmm_inputs,
+          lambda X, Y, A: _ST(ops.sddmm(A, X, Y)),
+          lambda X, Y, A: (X @ Y.T) * counts_of(A, X.dtype),
+          lambda X, Y, A: dok_dense(ref.sddmm(X, Y, A._structure), A)),
+    _case("spspmm", two_matrices(chain=True),
+          lambda va, vb, A, B: _ST(A.with_values(va) @ B.with_values(vb)),
+          lambda va, vb, A, B: dense_of(va, A) @ dense_of(vb, B),
+          lambda va, vb, A, B: np.dot(dok_dense(va, A), dok_dense(vb, B))),
+    _case("add", two_matrices(chain=False),
+          lambda va, vb, A, B: _ST(A.with_values(va) + B.with_values(vb)),
+          lambda va, vb, A, B: dense_of(va, A) + dense_of(vb, B),
+          lambda va, vb, A, B: dok_dense(va, A) + dok_dense(vb, B)),
+    _case("sub", two_matrices(chain=False),
+          lambda va, vb, A, B: _ST(A.with_values(va) - B.with_values(vb)),
+          lambda va, vb, A, B: dense_of(va, A) - dense_of(vb, B),
+          lambda va, vb, A, B: dok_dense(va, A) - dok_dense(vb, B)),
+    _case("mul_sparse", two_matrices(chain=False),
+          lambda va, vb, A, B: _ST(A.with_values(va) * B.with_values(vb)),
+          lambda va, vb, A, B: dense_of(va, A) * dense_of(vb, B),
+          lambda va, vb, A, B: dok_dense(va, A) * dok_dense(vb, B)),
+    _case("mul_scalar", one_matrix(),
+          lambda v, A: _ST(A.with_values(v) * 2.5),
+          lambda v, A: dense_of(v, A) * 2.5,
+          lambda v, A: dok_dense(v, A) * 2.5),
+    _case("mul_dense", matrix_and_dense(lambda s, f: s),
+          lambda v, D, A: _ST(A.with_values(v) * D),
+          lambda v, D, A: dense_of(v, A) * D,
+          lambda v, D, A: dok_dense(v, A) * D),
+    _case("sum_rows", one_matrix(),
+          lambda v, A: A.with_values(v).sum(axis=1),
+          lambda v, A: dense_of(v, A).sum(axis=1),
+          lambda v, A: dok_dense(v, A).sum(axis=1)),
+    _case("sum_cols", one_matrix(),
+          lambda v, A: A.with_values(v).sum(axis=0),
+          lambda v, A: dense_of(v, A).sum(axis=0),
+          lambda v, A: dok_dense(v, A).sum(axis=0)),
+    _case("coalesce", one_matrix(),
+          lambda v, A: _ST(A.with_values(v).coalesce()),
+          lambda v, A: dense_of(v, A),
+          lambda v, A: dok_dense(v, A)),
+    _case("transpose", one_matrix(),
+          lambda v, A: _ST(A.with_values(v).T),
+          lambda v, A: dense_of(v, A).T,
+          lambda v, A: dok_dense(v, A).T),
+    _case("relu", one_matrix(duplicates=False),
+          lambda v, A: _ST(A.with_values(v).relu()),
+          lambda v, A: dense_of(v, A).relu(),
+          lambda v, A: dok_dense(np.array([x.relu() for x in v], dtype=object), A)),
+    _case("exp", one_matrix(duplicates=False),
+          lambda v, A: _ST(A.with_values(v).exp()),
+          lambda v, A: dense_of(v, A).exp() * counts_of(A, v.dtype),
+          lambda v, A: dok_dense(np.array([x.exp() for x in v], dtype=object), A)),
+    _case("leaky_relu", one_matrix(duplicates=False),
+          lambda v, A: _ST(A.with_values(v).leaky_relu(0.2)),
+          lambda v, A: dense_of(v, A).leaky_relu(0.2),
+          lambda v, A: dok_dense(np.array([x.relu() - (-x).relu() * 0.2 for x in v],
+                                          dtype=object), A)),
+    _case("sparse_dropout", one_matrix(duplicates=False),
+          lambda v, A: _ST(_dropout(A.with_values(v))),
+          lambda v, A: dense_of(v * _keep(A), A),
+          lambda v, A: dok_dense(v * _keep(A), A)),
+    _case("add_self_loops", one_matrix(square=True),
+          lambda v, A: _ST(graph.add_self_loops(A.with_values(v))),
+          lambda v, A: dense_of(v, A) + np.eye(A.shape[0], dtype=v.dtype),
+          lambda v, A: dok_dense(v, A) + np.eye(A.shape[0])),
+    _case("gcn_norm", one_matrix(square=True),
+          lambda v, A: _ST(graph.gcn_norm(A.with_values(v))),
+          lambda v, A: _dense_gcn_norm(v, A, True),
+          lambda v, A: _scalar_gcn_norm(v, A, True)),
+    _case("gcn_norm_no_loops", one_matrix(square=True),
+          lambda v, A: _ST(graph.gcn_norm(A.with_values(v), add_loops=False)),
+          lambda v, A: _dense_gcn_norm(v, A, False),
+          lambda v, A: _scalar_gcn_norm(v, A, False)),
+    _case("row_softmax", one_matrix(duplicates=False),
+          lambda v, A: _ST(graph.row_softmax(A.with_values(v))),
+          _dense_row_softmax,
+          lambda v, A: dok_dense(ref.row_softmax(v, A._structure), A)),
+])
+
+
+# ---------------------------------------------------------------- oracles
+
+
+def _float64(inputs: tuple) -> list:
+    """float64 copies of the Tensors (and SparseTensor templates); other inputs unchanged."""
+    def cast(a):
+        if isinstance(a, Tensor):
+            return Tensor(a.data.astype(np.float64), requires_grad=a.requires_grad)
+        return a.astype(np.float64) if isinstance(a, SparseTensor) else a
+    return [cast(a) for a in inputs]
+
+
+def analytic_grads(fn: Callable[..., Tensor], inputs: tuple, weights: np.ndarray):
+    """(output, [d Σ weights·out / d input] for each input that requires grad), in float64."""
+    args = _float64(inputs)
+    out = fn(*args)
+    if out.requires_grad:
+        out.backward(weights)
+    grads = [np.zeros_like(a.data) if a.grad is None else a.grad
+             for a in args if isinstance(a, Tensor) and a.requires_grad]
+    return out.data, grads
+
+
+def scalar_grads(case: OpCase, inputs: tuple, weights: np.ndarray):
+    """The same pair from the scalar decomposition."""
+    args = _float64(inputs)
+    leaves = [ref.to_values(a.data) if isinstance(a, Tensor) else a for a in args]
+    out = ref.data_of(np.asarray(case.scalar(*leaves), dtype=object))
+    grads = ref.scalar_vjp(case.scalar, tuple(args), weights)
+    return out, [g for g, a in zip(grads, args) if isinstance(a, Tensor) and a.requires_grad]

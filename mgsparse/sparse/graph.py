@@ -1,0 +1,105 @@
+"""Graph-flavoured sparse ops: self loops, GCN normalisation, softmax over each row's edges.
+
+`add_self_loops` and `gcn_norm` are compositions of the primitives in ops.py (their gradient
+w.r.t. the edge values comes for free); `row_softmax` has its own backward because the
+composite (scatter-max, exp, scatter-sum, divide) would save four nnz-sized arrays for one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mgsparse.engine import Tensor
+from mgsparse.errors import ShapeError
+from mgsparse.sparse import reference as ref
+from mgsparse.sparse.ops import Gather, SparseFunction
+from mgsparse.sparse.structure import Structure
+from mgsparse.sparse.tensor import SparseTensor
+
+
+def _need_square(name: str, A: SparseTensor) -> None:
+    if not isinstance(A, SparseTensor):
+        raise ShapeError(f"{name}: expected a SparseTensor, got {type(A).__name__}")
+    if A.shape[0] != A.shape[1]:
+        raise ShapeError(f"{name}: needs a square adjacency, got shape {A.shape}")
+
+
+def add_self_loops(A: SparseTensor, fill: float = 1.0) -> SparseTensor:
+    """A + fill·I, coalesced.
+
+    A plain add, as in the formula Â = A + I of Kipf & Welling: a node that already has a
+    self loop of weight w ends with w + fill (PyG's `add_remaining_self_loops` would keep w).
+    Differentiable w.r.t. A.values; `fill` is a constant.
+    """
+    _need_square("add_self_loops", A)
+    n = A.shape[0]
+    diag = np.arange(n, dtype=np.int64)
+    eye = Structure(np.stack([diag, diag]), A.shape, canonical=True)
+    return A + SparseTensor._make(eye, Tensor(np.full(n, fill, dtype=A.dtype)))
+
+
+def _inv_sqrt_or_zero(deg: Tensor) -> Tensor:
+    """deg^-1/2 where deg > 0, else 0 — with a finite gradient everywhere.
+
+    Masked positions are computed at 1 (1^-1/2 = 1, then times 0), so neither the value
+    nor the backward (p·x^(p-1)·mask) ever meets 0^-1/2 = inf.
+    """
+    positive = (deg.data > 0).astype(deg.dtype)
+    return (deg * positive + (1 - positive)) ** -0.5 * positive
+
+
+def gcn_norm(A: SparseTensor, add_loops: bool = True) -> SparseTensor:
+    """D^-1/2 (A + I) D^-1/2 with D the row sums of A + I (Kipf & Welling's propagation rule).
+
+    Entry k becomes v_k · d_{row_k} · d_{col_k}, d = deg^-1/2 (0 for a zero or negative
+    degree, so an isolated node yields no NaN/Inf). Differentiable w.r.t. A.values: the
+    degree depends on them. The output shares A + I's pattern and cached CSR views.
+    """
+    _need_square("gcn_norm", A)
+    if add_loops:
+        A = add_self_loops(A)
+    d = _inv_sqrt_or_zero(A.sum(axis=1))  # (n,)
+    return A.with_values(A.values * Gather.apply(d, A.row) * Gather.apply(d, A.col))
+
+
+def _row_max(v: np.ndarray, s: Structure) -> np.ndarray:
+    """Per-row maximum of the stored values (0 for an empty row), one reduceat in CSR order."""
+    csr = s.csr()
+    ordered = v if csr.perm is None else v[csr.perm]
+    out = np.zeros(s.shape[0], dtype=v.dtype)
+    nonempty = np.diff(csr.indptr) > 0
+    if len(ordered):
+        out[nonempty] = np.maximum.reduceat(ordered, csr.indptr[:-1][nonempty])
+    return out
+
+
+class RowSoftmax(SparseFunction):
+    op_name, reference = "row_softmax", staticmethod(ref.row_softmax)
+
+    @staticmethod
+    def forward(ctx, v, s):
+        row, rows = s.row, s.shape[0]
+        e = np.exp(v - _row_max(v, s)[row])  # ≤ 1: shifting by the row max cannot overflow
+        out = (e / np.bincount(row, weights=e, minlength=rows)[row]).astype(v.dtype, copy=False)
+        ctx.save_for_backward(out)
+        ctx.s = s
+        return out
+
+    @staticmethod
+    def vjp(ctx, g):
+        """dv = s ⊙ (g − Σ_row(s ⊙ g)[row])."""
+        (out,) = ctx.saved_tensors
+        row, rows = ctx.s.row, ctx.s.shape[0]
+        dot = np.bincount(row, weights=out * g, minlength=rows)[row]
+        return (out * (g - dot)).astype(out.dtype, copy=False), None
+
+
+def row_softmax(A: SparseTensor) -> SparseTensor:
+    """Softmax over each row's stored values (the edge softmax of attention GNNs).
+
+    Every stored entry counts once, duplicates included (coalesce first to merge them);
+    empty rows stay empty. Same pattern and cached views as A.
+    """
+    if not isinstance(A, SparseTensor):
+        raise ShapeError(f"row_softmax: expected a SparseTensor, got {type(A).__name__}")
+    return A.with_values(RowSoftmax.apply(A.values, A._structure))

@@ -1,0 +1,142 @@
+"""The sparsity pattern of a SparseTensor, with its CSR views built once and shared.
+
+A `Structure` holds the COO indices (2, nnz) int64 and the shape — never values. Every
+`SparseTensor` made from another by `with_values` (dropout, value-wise nonlinearities,
+normalisation) shares its structure, so the row-sorted CSR view, the transpose and the
+coalescing plan are each computed once per pattern, not once per call. That matters on
+the hot path of GCN training, where the same adjacency is multiplied twice per epoch.
+
+CSR view of a pattern: ``perm`` sorts the stored entries by row (stably, duplicates and
+unsorted columns kept — scipy's kernels accept both), so for values ``v`` in COO order the
+CSR data is ``v[perm]`` (``perm is None`` when the entries are already row-sorted).
+The transpose's CSR view is the CSR view of the transposed structure: a transpose swaps the
+two index rows and keeps the value order, so `A.T` costs nothing and reuses both views.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+_INT32_MAX = np.iinfo(np.int32).max
+
+
+class CSRView:
+    """Row pointers, column indices and the COO→CSR permutation of one pattern."""
+
+    __slots__ = ("indptr", "indices", "perm", "template")
+
+    def __init__(self, indptr: np.ndarray, indices: np.ndarray, perm: np.ndarray | None,
+                 shape: tuple[int, int]):
+        self.indptr, self.indices, self.perm = indptr, indices, perm
+        data = np.zeros(len(indices), dtype=np.float32)
+        # One checked construction per pattern; later matrices copy its attributes.
+        self.template = sp.csr_matrix((data, indices, indptr), shape=shape, copy=False)
+        self.template.data = None  # every matrix() sets its own; don't hold nnz floats here
+
+    def matrix(self, values: np.ndarray) -> sp.csr_matrix:
+        """A scipy CSR matrix of this pattern holding `values` (given in COO order).
+
+        Skips scipy's format checks (~10 µs): the index arrays were checked when the
+        template was built, and only the data array differs between calls.
+        """
+        data = values if self.perm is None else values[self.perm]
+        m = object.__new__(sp.csr_matrix)
+        m.__dict__.update(self.template.__dict__)
+        m.data = data
+        return m
+
+
+def _index_dtype(nnz: int, shape: tuple[int, int]) -> type:
+    return np.int32 if max(nnz, *shape) < _INT32_MAX else np.int64
+
+
+def build_csr(major: np.ndarray, minor: np.ndarray, shape: tuple[int, int]) -> CSRView:
+    """Sort entries by `major` (stable) and count them per major index."""
+    nnz = len(major)
+    is_sorted = nnz < 2 or bool(np.all(major[1:] >= major[:-1]))
+    perm = None if is_sorted else np.argsort(major, kind="stable")
+    idx = _index_dtype(nnz, shape)
+    indptr = np.zeros(shape[0] + 1, dtype=idx)
+    np.cumsum(np.bincount(major, minlength=shape[0]), out=indptr[1:])
+    indices = minor.astype(idx) if perm is None else minor.astype(idx)[perm]
+    return CSRView(indptr, indices, perm, shape)
+
+
+class Structure:
+    """An immutable COO pattern: `indices` (2, nnz) int64 and `shape` (rows, cols)."""
+
+    __slots__ = ("indices", "shape", "canonical", "_csr", "_T", "_plan", "_keys", "__weakref__")
+
+    def __init__(self, indices: np.ndarray, shape: tuple[int, int], canonical: bool = False,
+                 csr: CSRView | None = None):
+        self.indices = indices
+        self.shape = shape
+        self.canonical = canonical  # known sorted row-major without duplicates
+        self._csr = csr
+        self._T: Structure | None = None
+        self._plan: tuple[np.ndarray, Structure] | None = None
+        self._keys: np.ndarray | None = None
+
+    row = property(lambda self: self.indices[0])
+    col = property(lambda self: self.indices[1])
+    nnz = property(lambda self: self.indices.shape[1])
+
+    def __repr__(self) -> str:
+        return f"Structure(shape={self.shape}, nnz={self.nnz}, canonical={self.canonical})"
+
+    # --- cached views
+    def csr(self) -> CSRView:
+        if self._csr is None:
+            self._csr = build_csr(self.row, self.col, self.shape)
+        return self._csr
+
+    def csr_matrix(self, values: np.ndarray) -> sp.csr_matrix:
+        return self.csr().matrix(values)
+
+    def transposed(self) -> Structure:
+        """The transpose's pattern: index rows swapped, same value order, views shared."""
+        if self._T is None:
+            self._T = Structure(self.indices[::-1], (self.shape[1], self.shape[0]))
+            self._T._T = self
+        return self._T
+
+    def csr_t_matrix(self, values: np.ndarray) -> sp.csr_matrix:
+        """Aᵀ as CSR for values in this structure's COO order."""
+        return self.transposed().csr_matrix(values)
+
+    def keys(self) -> np.ndarray:
+        """Row-major linear index row·cols + col of every entry (int64)."""
+        if self._keys is None:
+            self._keys = self.row * np.int64(self.shape[1]) + self.col
+        return self._keys
+
+    def coalesce_plan(self) -> tuple[np.ndarray, Structure]:
+        """(inverse, canonical): entry k of this pattern lands in slot inverse[k] of `canonical`."""
+        if self._plan is None:
+            if self.canonical:
+                self._plan = (np.arange(self.nnz), self)
+            else:
+                uniq, inverse = np.unique(self.keys(), return_inverse=True)
+                self._plan = (inverse.reshape(-1), from_keys(uniq, self.shape))
+        return self._plan
+
+
+def from_keys(keys: np.ndarray, shape: tuple[int, int]) -> Structure:
+    """The canonical structure of sorted unique row-major keys."""
+    cols = np.int64(max(shape[1], 1))
+    indices = np.stack([keys // cols, keys % cols]).astype(np.int64, copy=False)
+    out = Structure(indices, shape, canonical=True)
+    out._keys = keys
+    return out
+
+
+def from_csr(m: sp.csr_matrix) -> Structure:
+    """The structure of a CSR matrix (row-sorted already: its CSR view is its own arrays)."""
+    shape = (int(m.shape[0]), int(m.shape[1]))
+    row = np.repeat(np.arange(shape[0], dtype=np.int64), np.diff(m.indptr))
+    indices = np.stack([row, m.indices.astype(np.int64)])
+    idx = _index_dtype(m.nnz, shape)
+    csr = CSRView(m.indptr.astype(idx), m.indices.astype(idx), None, shape)
+    canonical = bool(m.has_canonical_format)
+    return Structure(indices, shape, canonical=canonical, csr=csr)

@@ -1,0 +1,144 @@
+"""Losses and metrics: values against numpy references, gradients against finite differences."""
+
+import numpy as np
+import pytest
+
+from mgsparse import Tensor, gradcheck
+from mgsparse.errors import ShapeError
+from mgsparse.nn import functional as F
+
+
+def _ref_cross_entropy(z, t, rows):
+    z = z[rows].astype(np.float64)
+    m = z.max(axis=1, keepdims=True)
+    logp = z - m - np.log(np.exp(z - m).sum(axis=1, keepdims=True))
+    return -logp[np.arange(len(rows)), t[rows]].mean()
+
+
+@pytest.fixture
+def problem():
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal((7, 4))
+    t = rng.integers(0, 4, size=7)
+    mask = np.array([True, False, True, True, False, True, False])
+    return z, t, mask
+
+
+def test_cross_entropy_matches_numpy_reference(problem):
+    z, t, mask = problem
+    loss = F.cross_entropy(Tensor(z.astype(np.float32)), t, mask)
+    assert loss.dtype == np.float32 and loss.shape == ()
+    assert loss.item() == pytest.approx(_ref_cross_entropy(z, t, np.flatnonzero(mask)), rel=1e-6)
+    full = F.cross_entropy(Tensor(z), t)
+    assert full.item() == pytest.approx(_ref_cross_entropy(z, t, np.arange(7)), rel=1e-12)
+
+
+def test_cross_entropy_is_one_graph_node(problem):
+    z, t, mask = problem
+    loss = F.cross_entropy(Tensor(z, requires_grad=True), t, mask)
+    assert loss._ctx.fn is F.CrossEntropy
+
+
+def test_cross_entropy_is_stable_for_huge_logits():
+    z = np.array([[1000.0, 0.0, -1000.0], [1000.0, 1000.0, 0.0]], dtype=np.float32)
+    x = Tensor(z, requires_grad=True)
+    loss = F.cross_entropy(x, np.array([1, 0]))
+    # row 0: lse = 1000, loss 1000; row 1: lse = 1000 + log 2, loss log 2
+    assert loss.item() == pytest.approx((1000 + np.log(2)) / 2, rel=1e-6)
+    loss.backward()
+    assert np.all(np.isfinite(x.grad))
+    np.testing.assert_allclose(x.grad, [[0.5, -0.5, 0.0], [-0.25, 0.25, 0.0]], atol=1e-7)
+
+
+@pytest.mark.parametrize("which", ["bool", "index", "repeated", "none"])
+def test_cross_entropy_gradcheck(problem, which):
+    z, t, mask = problem
+    mask = {"bool": mask, "index": np.array([5, 0, 2]), "repeated": np.array([1, 3, 1, 6]),
+            "none": None}[which]
+    result = gradcheck(lambda x: F.cross_entropy(x, t, mask) * 3.0,
+                       [Tensor(z, requires_grad=True)])
+    assert result.passed and result.max_abs_err < 1e-8
+
+
+def test_cross_entropy_masked_rows_get_no_gradient(problem):
+    z, t, mask = problem
+    x = Tensor(z, requires_grad=True)
+    F.cross_entropy(x, t, mask).backward()
+    assert np.all(x.grad[~mask] == 0)
+    np.testing.assert_allclose(x.grad.sum(axis=1), 0, atol=1e-12)  # softmax − onehot sums to 0
+
+
+def test_cross_entropy_equals_nll_of_log_softmax(problem):
+    z, t, mask = problem
+    a, b = Tensor(z, requires_grad=True), Tensor(z, requires_grad=True)
+    F.cross_entropy(a, t, mask).backward()
+    F.nll_loss(b.log_softmax(-1), t, mask).backward()
+    np.testing.assert_allclose(a.grad, b.grad, atol=1e-12)
+
+
+def test_cross_entropy_ignores_labels_outside_the_mask(problem):
+    z, t, mask = problem
+    t = t.copy()
+    t[~mask] = -1  # unlabeled nodes
+    assert F.cross_entropy(Tensor(z), t, mask).item() == pytest.approx(
+        _ref_cross_entropy(z, np.where(t < 0, 0, t), np.flatnonzero(mask)))
+
+
+@pytest.mark.parametrize("target, mask, message", [
+    (np.array([0, 1, 9]), None, r"target ids must be in \[0, 2\), got 0..9"),
+    (np.array([0, 1]), None, r"target of shape \(2,\) for 3 rows"),
+    (np.array([0.0, 1.0, 1.0]), None, "target must hold integer class ids"),
+    (np.array([0, 1, 1]), np.zeros(3, dtype=bool), "the mask selects no rows"),
+    (np.array([0, 1, 1]), np.ones(4, dtype=bool), r"boolean mask of shape \(4,\) for 3 rows"),
+    (np.array([0, 1, 1]), np.array([0, 3]), "mask index out of range for 3 rows"),
+])
+def test_cross_entropy_bad_input_messages(target, mask, message):
+    with pytest.raises(ShapeError, match="cross_entropy: " + message):
+        F.cross_entropy(Tensor(np.zeros((3, 2))), target, mask)
+
+
+def test_nll_loss_value_and_gradcheck(problem):
+    z, t, mask = problem
+    logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    rows = np.flatnonzero(mask)
+    loss = F.nll_loss(Tensor(logp), t, mask)
+    assert loss.item() == pytest.approx(-logp[rows, t[rows]].mean(), rel=1e-12)
+    assert gradcheck(lambda x: F.nll_loss(x, t, mask), [Tensor(z, requires_grad=True)])
+    assert gradcheck(lambda x: F.nll_loss(x, t), [Tensor(z, requires_grad=True)])
+
+
+def test_mse_loss_value_gradcheck_and_shape_check():
+    rng = np.random.default_rng(1)
+    p, y = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+    assert F.mse_loss(Tensor(p), y).item() == pytest.approx(np.mean((p - y) ** 2), rel=1e-12)
+    assert gradcheck(lambda a, b: F.mse_loss(a, b),
+                     [Tensor(p, requires_grad=True), Tensor(y, requires_grad=True)])
+    with pytest.raises(ShapeError, match=r"mse_loss: pred shape \(4, 3\) != target shape \(3,\)"):
+        F.mse_loss(Tensor(p), y[0])
+
+
+def test_bce_with_logits_value_stability_and_gradcheck():
+    x = np.array([[-800.0, -2.0, 0.0], [0.0, 3.0, 800.0]])
+    y = np.array([[0.0, 1.0, 1.0], [0.0, 0.3, 1.0]])
+    expected = np.mean(np.maximum(x, 0) - x * y + np.log1p(np.exp(-np.abs(x))))
+    loss = F.binary_cross_entropy_with_logits(Tensor(x), y)
+    assert np.isfinite(loss.item()) and loss.item() == pytest.approx(expected, rel=1e-12)
+    xs = Tensor(x, requires_grad=True)
+    F.binary_cross_entropy_with_logits(xs, y).backward()
+    sig = np.array([[0.0, 1 / (1 + np.exp(2.0)), 0.5], [0.5, 1 / (1 + np.exp(-3.0)), 1.0]])
+    np.testing.assert_allclose(xs.grad, (sig - y) / 6, atol=1e-15)  # σ(0) − y at the kink
+    smooth = np.array([[-1.5, 0.2], [2.0, -0.3]])
+    assert gradcheck(lambda a, b: F.binary_cross_entropy_with_logits(a, b),
+                     [Tensor(smooth, requires_grad=True),
+                      Tensor(np.array([[0.0, 1.0], [0.4, 0.9]]), requires_grad=True)])
+
+
+def test_accuracy_from_scores_labels_and_masks():
+    scores = np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4], [0.3, 0.7]])
+    target = np.array([0, 1, 1, 0])
+    assert F.accuracy(Tensor(scores), target) == 0.5
+    assert F.accuracy(scores, target, np.array([True, True, False, False])) == 1.0
+    assert F.accuracy(np.array([1, 1, 1, 1]), target, np.array([1, 2, 3])) == pytest.approx(2 / 3)
+    assert isinstance(F.accuracy(scores, target), float)
+    with pytest.raises(ShapeError, match="accuracy: the mask selects no rows"):
+        F.accuracy(scores, target, np.zeros(4, dtype=bool))

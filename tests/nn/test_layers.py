@@ -1,0 +1,118 @@
+"""Layers: Glorot init, Linear's forward and gradients, Dropout modes, activations."""
+
+import numpy as np
+import pytest
+
+from mgsparse import Tensor, gradcheck
+from mgsparse.errors import HyperparameterError
+from mgsparse.nn import (
+    ELU,
+    Dropout,
+    Identity,
+    LeakyReLU,
+    Linear,
+    ReLU,
+    Sequential,
+    Sigmoid,
+    Tanh,
+    glorot_,
+)
+
+
+def test_glorot_bound_and_variance():
+    w = glorot_((300, 500), np.random.default_rng(0))
+    bound = np.sqrt(6 / 800)
+    assert w.dtype == np.float32 and w.shape == (300, 500)
+    assert np.abs(w).max() <= bound and np.abs(w).max() > 0.99 * bound
+    # U(-a, a) has variance a²/3 = 2 / (fan_in + fan_out)
+    assert w.var() == pytest.approx(2 / 800, rel=0.02)
+    assert abs(w.mean()) < 1e-3
+
+
+def test_glorot_uses_the_last_two_axes_and_is_dtype_independent():
+    w3 = glorot_((4, 10, 30), np.random.default_rng(1), dtype=np.float64)
+    assert np.abs(w3).max() <= np.sqrt(6 / 40)
+    a = glorot_((5, 7), np.random.default_rng(2), dtype=np.float64)
+    b = glorot_((5, 7), np.random.default_rng(2), dtype=np.float32)
+    np.testing.assert_array_equal(a.astype(np.float32), b)
+    with pytest.raises(HyperparameterError, match=r"positive sizes, got \(0, 3\)"):
+        glorot_((0, 3))
+
+
+def test_linear_layout_init_and_forward():
+    lin = Linear(3, 2, rng=np.random.default_rng(0))
+    assert lin.weight.shape == (3, 2) and lin.bias.shape == (2,)
+    assert lin.weight.dtype == np.float32 and np.all(lin.bias.data == 0)
+    np.testing.assert_array_equal(lin.weight.data, glorot_((3, 2), np.random.default_rng(0)))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    lin.bias.data[:] = [1.0, -1.0]
+    np.testing.assert_allclose(lin(Tensor(x)).data, x @ lin.weight.data + [1.0, -1.0], rtol=1e-6)
+    assert repr(lin) == "Linear(in_features=3, out_features=2, bias=True)"
+
+
+def test_linear_without_bias_has_one_parameter():
+    lin = Linear(4, 3, bias=False, rng=np.random.default_rng(0))
+    assert [n for n, _ in lin.named_parameters()] == ["weight"]
+    assert "bias=False" in repr(lin)
+
+
+def test_linear_gradcheck_float64():
+    rng = np.random.default_rng(0)
+    lin = Linear(4, 3, rng=rng, dtype=np.float64)
+    lin.bias.data[:] = rng.standard_normal(3)
+    x = Tensor(rng.standard_normal((5, 4)), requires_grad=True)
+
+    def fn(x, w, b):
+        lin.weight, lin.bias = w, b  # gradcheck hands in float64 copies
+        return lin(x).tanh()
+
+    result = gradcheck(fn, [x, Tensor(lin.weight.data, requires_grad=True),
+                            Tensor(lin.bias.data, requires_grad=True)])
+    assert result.passed and result.max_abs_err < 1e-7
+
+
+def test_linear_rejects_bad_sizes():
+    with pytest.raises(HyperparameterError, match="in_features=0, out_features=2"):
+        Linear(0, 2)
+
+
+def test_dropout_training_zeroes_and_rescales():
+    x = Tensor(np.ones((200, 50), dtype=np.float32), requires_grad=True)
+    drop = Dropout(0.3, rng=np.random.default_rng(0))
+    y = drop(x).data
+    kept = y != 0
+    np.testing.assert_allclose(y[kept], 1 / 0.7, rtol=1e-6)
+    assert kept.mean() == pytest.approx(0.7, abs=0.01)
+    assert y.mean() == pytest.approx(1.0, abs=0.02)  # inverted dropout keeps the expectation
+
+
+def test_dropout_eval_is_identity_and_masks_are_seeded():
+    x = Tensor(np.ones((10, 10), dtype=np.float32))
+    drop = Dropout(0.5, rng=np.random.default_rng(3))
+    model = Sequential(drop)
+    model.eval()
+    assert model(x) is x
+    model.train()
+    first = model(x).data
+    again = Dropout(0.5, rng=np.random.default_rng(3))(x).data
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(model(x).data, first)  # the generator advances between calls
+
+
+@pytest.mark.parametrize("p", [-0.1, 1.0, 1.5])
+def test_dropout_rejects_bad_probability(p):
+    with pytest.raises(HyperparameterError, match=r"Dropout probability must be in \[0, 1\)"):
+        Dropout(p)
+
+
+def test_activations_match_numpy():
+    z = np.array([-2.0, -0.5, 0.0, 0.5, 3.0])
+    x = Tensor(z)
+    np.testing.assert_allclose(ReLU()(x).data, np.maximum(z, 0))
+    np.testing.assert_allclose(ELU(0.5)(x).data, np.where(z > 0, z, 0.5 * np.expm1(z)))
+    np.testing.assert_allclose(LeakyReLU(0.2)(x).data, np.where(z > 0, z, 0.2 * z))
+    np.testing.assert_allclose(Tanh()(x).data, np.tanh(z))
+    np.testing.assert_allclose(Sigmoid()(x).data, 1 / (1 + np.exp(-z)))
+    assert Identity()(x) is x
+    assert repr(ELU(0.5)) == "ELU(alpha=0.5)"
+    assert repr(LeakyReLU(0.2)) == "LeakyReLU(negative_slope=0.2)"
