@@ -3,10 +3,11 @@
 from mgsparse.engine import Function, Tensor, concatenate, no_grad, stack
 from mgsparse.engine.gradcheck import GradcheckResult, gradcheck
 from mgsparse.engine.value import Value
+from mgsparse.sparse import SparseTensor
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Function", "GradcheckResult", "Tensor", "Value", "concatenate", "gradcheck", "no_grad",
-    "stack", "__version__",
+    "Function", "GradcheckResult", "SparseTensor", "Tensor", "Value", "concatenate", "gradcheck",
+    "no_grad", "stack", "__version__",
 ]

@@ -68,8 +68,7 @@ def _place(m: Any, threshold: float, dtype: Any) -> tuple[SparseTensor | Tensor,
     density = nnz_ratio(m)
     operand = as_operand(m, threshold)
     if isinstance(operand, SparseTensor):
-        operand = operand if operand.dtype == dtype else SparseTensor(
-            operand.indices, operand.values.data.astype(dtype), operand.shape)
+        operand = operand if operand.dtype == dtype else operand.astype(dtype)
         why = f"sparse (density {density:.3g} <= threshold {threshold:g})"
     else:
         operand = Tensor(np.asarray(operand.data, dtype=dtype))

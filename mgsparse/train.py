@@ -16,7 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from mgsparse.config import Config
-from mgsparse.engine import no_grad
+from mgsparse.engine import Tensor, no_grad
 from mgsparse.monitor import (
     MB, MemoryReport, MemoryTracer, finite, operand_nbytes, saved_bytes_by_op,
 )
@@ -112,12 +112,17 @@ class TrainResult:
 # ---------------------------------------------------------------- one epoch
 
 
+def training_loss(model: Module, problem: Problem) -> Tensor:
+    """The loss one training step differentiates: masked cross-entropy on the training nodes."""
+    logits = model(problem.features, problem.norm_adj)
+    return F.cross_entropy(logits, problem.y, problem.train_idx)
+
+
 def train_step(model: Module, problem: Problem, optimizer: Optimizer,
                clip: float | None) -> tuple[float, float]:
     """Forward, masked loss, backward, clip, step. Returns (loss, pre-clip gradient norm)."""
     model.train()
-    logits = model(problem.features, problem.norm_adj)
-    loss = F.cross_entropy(logits, problem.y, problem.train_idx)
+    loss = training_loss(model, problem)
     optimizer.zero_grad()
     loss.backward()
     params = model.parameters()
@@ -156,6 +161,8 @@ def _alarms(config: Config, loss: float, grad_norm: float, mem_mb: float) -> lis
 
 
 EpochCallback = Callable[[int, EpochRow, EpochStats, list[str]], None]
+StepFn = Callable[[], tuple[float, float]]  # one epoch of training -> (loss, pre-clip grad norm)
+EvalFn = Callable[[], dict[str, float]]  # -> val_loss, train_acc, val_acc, test_acc
 
 
 def fit_run(config: Config, problem: Problem, seed: int, tracer: MemoryTracer,
@@ -165,14 +172,28 @@ def fit_run(config: Config, problem: Problem, seed: int, tracer: MemoryTracer,
     rng = np.random.default_rng(seed)
     model = build_model(config.model, problem, rng)
     optimizer = build_optimizer(config.optim, model)
+    clip = config.train.grad_clip_norm
+    return run_epochs(config, model, seed, tracer,
+                      step=lambda: train_step(model, problem, optimizer, clip),
+                      evaluate_model=lambda: evaluate(model, problem),
+                      on_epoch=on_epoch, run_index=run_index, should_stop=should_stop)
+
+
+def run_epochs(config: Config, model: Module, seed: int, tracer: MemoryTracer, step: StepFn,
+               evaluate_model: EvalFn, on_epoch: EpochCallback | None = None,
+               run_index: int = 0, should_stop: Callable[[], bool] | None = None) -> RunResult:
+    """The epoch loop every trainer shares: `step()` trains one epoch (one full-graph step, or
+    a pass of mini-batches), `evaluate_model()` scores the model; this loop times, samples
+    memory, raises alarms, stops on divergence / patience / `should_stop`, and keeps the
+    parameters of the lowest validation loss, reloaded at the end."""
     run = RunResult(seed=seed)
     best_loss, since_best = np.inf, 0
-    patience, clip = config.train.patience, config.train.grad_clip_norm
+    patience = config.train.patience
     for epoch in range(1, config.train.epochs + 1):
         t0 = time.perf_counter()
-        loss, grad_norm = train_step(model, problem, optimizer, clip)
+        loss, grad_norm = step()
         t1 = time.perf_counter()
-        metrics = evaluate(model, problem)
+        metrics = evaluate_model()
         epoch_ms = (time.perf_counter() - t0) * 1e3
         current, peak = tracer.sample()
         row = EpochRow(epoch, loss, metrics["val_loss"], metrics["train_acc"],
@@ -183,10 +204,7 @@ def fit_run(config: Config, problem: Problem, seed: int, tracer: MemoryTracer,
         run.stats.append(stats)
         run.alarms.extend(f"epoch {epoch}: {a}" for a in alarms)
         if not (finite(loss) and finite(grad_norm)):
-            run.status = "diverged"
-            run.message = (f"run {run_index} (seed {seed}) diverged at epoch {epoch}: "
-                           f"loss {loss:.4g}, gradient norm {grad_norm:.4g}; "
-                           "try a lower optim.lr or a train.grad_clip_norm")
+            run.status, run.message = "diverged", _diverged(run_index, seed, row)
         elif metrics["val_loss"] < best_loss:
             best_loss, since_best = metrics["val_loss"], 0
             run.best_epoch, run.state = epoch, model.state_dict()
@@ -202,30 +220,49 @@ def fit_run(config: Config, problem: Problem, seed: int, tracer: MemoryTracer,
         if should_stop is not None and should_stop():
             run.status = "interrupted"
             break
-    _finish(run, model, problem)
+    _finish(run, model, evaluate_model)
     return run
 
 
-def _finish(run: RunResult, model: Module, problem: Problem) -> None:
+def _diverged(run_index: int, seed: int, row: EpochRow) -> str:
+    return (f"run {run_index} (seed {seed}) diverged at epoch {row.epoch}: loss {row.loss:.4g}, "
+            f"gradient norm {row.grad_norm:.4g}; try a lower optim.lr or a train.grad_clip_norm")
+
+
+def _finish(run: RunResult, model: Module, evaluate_model: EvalFn) -> None:
     """Reload the best-validation parameters and take their accuracies as the run's result."""
     if not run.state:
         return
     model.load_state_dict(run.state)
-    final = evaluate(model, problem)
+    final = evaluate_model()
     run.train_acc, run.val_acc, run.test_acc = final["train_acc"], final["val_acc"], final["test_acc"]
 
 
 # ---------------------------------------------------------------- all runs
 
 
+RunFn = Callable[[int, MemoryTracer, int], RunResult]  # (seed, tracer, run index) -> one run
+
+
 def fit(config: Config, problem: Problem, on_epoch: EpochCallback | None = None,
         on_run_end: Callable[[TrainResult], None] | None = None,
         should_stop: Callable[[], bool] | None = None) -> TrainResult:
     """`config.train.runs` runs with seeds seed, seed+1, …; stops early on Ctrl-C or divergence."""
-    result = TrainResult(config=config, placement=dict(problem.placement))
-    with MemoryTracer(config.monitor.memory) as tracer:
+    def one_run(seed: int, tracer: MemoryTracer, index: int) -> RunResult:
+        return fit_run(config, problem, seed, tracer, on_epoch, index, should_stop)
+
+    return repeat_runs(config, dict(problem.placement), one_run, on_run_end)
+
+
+def repeat_runs(config: Config, placement: dict[str, str], one_run: RunFn,
+                on_run_end: Callable[[TrainResult], None] | None = None) -> TrainResult:
+    """Call `one_run` for seeds seed, seed+1, … under one memory tracer, collecting the runs;
+    an interrupted or diverged run ends the series."""
+    result = TrainResult(config=config, placement=placement)
+    # Overflow is detected and reported as divergence; numpy's own warnings would only repeat it.
+    with MemoryTracer(config.monitor.memory) as tracer, np.errstate(over="ignore", invalid="ignore"):
         for i in range(config.train.runs):
-            run = fit_run(config, problem, config.train.seed + i, tracer, on_epoch, i, should_stop)
+            run = one_run(config.train.seed + i, tracer, i)
             result.runs.append(run)
             result.peak_memory_mb = tracer.peak_mb
             if on_run_end is not None:
@@ -246,8 +283,7 @@ def measure_memory(config: Config, problem: Problem) -> MemoryReport:
     with MemoryTracer(True) as tracer:
         tracer.sample()
         model.train()
-        logits = model(problem.features, problem.norm_adj)
-        loss = F.cross_entropy(logits, problem.y, problem.train_idx)
+        loss = training_loss(model, problem)
         saved = saved_bytes_by_op(loss)
         loss.backward()
         optimizer.step()

@@ -72,7 +72,7 @@ def _convert(cells: np.ndarray, dtype, path: Path, line_numbers: np.ndarray, wha
                 try:
                     python_type(value)
                 except ValueError:
-                    raise DataError(f"{path} line {line_numbers[row]}: {what} {value!r} is "
+                    raise DataError(f"{path} line {line_numbers[row]}: {what} {str(value)!r} is "
                                     f"not {'an integer' if python_type is int else 'a number'}"
                                     ) from None
         raise DataError(f"{path}: values out of range for {np.dtype(dtype).name}") from None

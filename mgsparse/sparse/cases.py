@@ -39,6 +39,7 @@ class OpCase:
     sparse: Callable[..., Tensor]
     dense: Callable[..., Tensor]
     scalar: Callable[..., np.ndarray]
+    group: str = "ops"  # the module that defines the op: "ops" or "graph"
 
     def __repr__(self) -> str:
         return f"OpCase({self.name!r})"
@@ -62,9 +63,11 @@ def random_pattern(rng: np.random.Generator, shape: tuple[int, int], nnz: int,
     return idx[:, rng.permutation(nnz)]
 
 
-def _template(rng, shape, nnz, dtype, duplicates=True) -> SparseTensor:
+def _template(rng, shape, nnz, dtype, duplicates=True, positive=False) -> SparseTensor:
     idx = random_pattern(rng, shape, nnz, duplicates)
-    return SparseTensor(idx, rng.standard_normal(idx.shape[1]).astype(dtype), shape)
+    values = rng.standard_normal(idx.shape[1])
+    values = np.abs(values) + 0.1 if positive else values
+    return SparseTensor(idx, values.astype(dtype), shape)
 
 
 def _leaf(rng, shape, dtype) -> Tensor:
@@ -80,11 +83,11 @@ def _dims(size: str, square: bool) -> tuple[tuple[int, int], int]:
     return ((rows, rows) if square else (rows, cols)), nnz
 
 
-def one_matrix(square=False, duplicates=True) -> Callable:
-    """inputs (values, A)."""
+def one_matrix(square=False, duplicates=True, positive=False) -> Callable:
+    """inputs (values, A); positive values (edge weights) for the degree-normalising ops."""
     def build(rng, size, dtype):
         shape, nnz = _dims(size, square)
-        A = _template(rng, shape, nnz, dtype, duplicates)
+        A = _template(rng, shape, nnz, dtype, duplicates, positive)
         return _values(A), A
     return build
 
@@ -193,8 +196,11 @@ def _keep(A: SparseTensor) -> np.ndarray:
 # ---------------------------------------------------------------- the registry
 
 
+_GRAPH_OPS = ("add_self_loops", "gcn_norm", "gcn_norm_no_loops", "row_softmax")
+
+
 def _case(name, build, sparse, dense, scalar) -> tuple[str, OpCase]:
-    return name, OpCase(name, build, sparse, dense, scalar)
+    return name, OpCase(name, build, sparse, dense, scalar, "graph" if name in _GRAPH_OPS else "ops")
 
 
 _ST = ops.to_tensor
@@ -276,11 +282,11 @@ SPARSE_OPS: dict[str, OpCase] = dict([
           lambda v, A: _ST(graph.add_self_loops(A.with_values(v))),
           lambda v, A: dense_of(v, A) + np.eye(A.shape[0], dtype=v.dtype),
           lambda v, A: dok_dense(v, A) + np.eye(A.shape[0])),
-    _case("gcn_norm", one_matrix(square=True),
+    _case("gcn_norm", one_matrix(square=True, positive=True),
           lambda v, A: _ST(graph.gcn_norm(A.with_values(v))),
           lambda v, A: _dense_gcn_norm(v, A, True),
           lambda v, A: _scalar_gcn_norm(v, A, True)),
-    _case("gcn_norm_no_loops", one_matrix(square=True),
+    _case("gcn_norm_no_loops", one_matrix(square=True, positive=True),
           lambda v, A: _ST(graph.gcn_norm(A.with_values(v), add_loops=False)),
           lambda v, A: _dense_gcn_norm(v, A, False),
           lambda v, A: _scalar_gcn_norm(v, A, False)),

@@ -7,8 +7,8 @@ backward through it gives the vector-Jacobian product with no vectorised code in
 it is a third, independent oracle next to finite differences and the dense equivalent.
 
 The same references are the safety net of the hand-written backward passes: when one raises
-at run time on a small input (at most FALLBACK_MAX_NNZ stored numbers across the op's
-operands), `fallback_vjp` recomputes the gradient here and warns; on a larger input the
+at run time on a small input (at most FALLBACK_MAX_NNZ numbers across the op's Tensor
+inputs: the stored values of its sparse operands plus its dense operands), `fallback_vjp` recomputes the gradient here and warns; on a larger input the
 scalar engine would be far too slow, so it raises an error naming the op instead.
 """
 
@@ -22,7 +22,7 @@ import numpy as np
 from mgsparse.engine import Tensor, Value
 from mgsparse.errors import MgsparseError
 
-FALLBACK_MAX_NNZ = 2000  # nonzeros of the sparse operands + entries of the dense ones
+FALLBACK_MAX_NNZ = 2000  # stored values of the sparse operands + entries of the dense ones
 
 
 class ScalarFallbackWarning(RuntimeWarning):
@@ -138,14 +138,8 @@ def scalar_vjp(reference: Callable[..., np.ndarray], args: tuple, g: np.ndarray)
 
 
 def operand_size(args: tuple) -> int:
-    """Stored numbers across an op's operands: nonzeros of patterns, entries of arrays."""
-    size = 0
-    for a in args:
-        if isinstance(a, Tensor):
-            size += a.size
-        elif hasattr(a, "nnz"):
-            size += a.nnz
-    return size
+    """Numbers in an op's Tensor inputs: stored values of sparse operands + dense entries."""
+    return sum(a.size for a in args if isinstance(a, Tensor))
 
 
 def fallback_vjp(op_name: str, reference: Callable[..., np.ndarray], args: tuple,

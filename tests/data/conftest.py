@@ -48,13 +48,19 @@ def assert_only_verified(folder: Path, expected: dict[str, str]) -> None:
         assert sha256(path.read_bytes()) == expected[path.name], f"unverified: {path.name}"
 
 
+@pytest.fixture
+def only_verified():
+    """``only_verified(folder, {name: sha256})``: assert no partial or unverified file."""
+    return assert_only_verified
+
+
 # --- loopback servers ---------------------------------------------------------------------------
 
 @contextmanager
 def serve(handler_class):
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler_class)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/"
@@ -85,6 +91,12 @@ def serve_folder():
             return stack.enter_context(serve(Handler)), log
 
         yield start
+
+
+@pytest.fixture
+def real_planetoid() -> Path:
+    """The folder of real Planetoid files (skip, or fail under MGSPARSE_REQUIRE_REAL_DATA=1)."""
+    return require_real_data()
 
 
 @pytest.fixture

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import socket
 import time
 
 import pytest
-from conftest import assert_only_verified, sha256
 
 from mgsparse.data.download import fetch, local_path, sha256_file
 from mgsparse.errors import ChecksumError, DownloadError
 
 BODY = bytes(range(256)) * 300  # 76,800 bytes: several 64 KiB chunks
-DIGEST = sha256(BODY)
+DIGEST = hashlib.sha256(BODY).hexdigest()
 QUICK = {"timeout": (1.0, 0.3), "retries": 2, "backoff": 0.01}
 
 
@@ -22,7 +22,7 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
-def test_download_verifies_and_renames_into_place(scripted_server, tmp_path):
+def test_download_verifies_and_renames_into_place(scripted_server, tmp_path, only_verified):
     base, log = scripted_server({"f.bin": [("ok", BODY)]})
     calls = []
     dest = fetch(base + "f.bin", tmp_path / "f.bin", DIGEST, progress=lambda *a: calls.append(a),
@@ -31,7 +31,7 @@ def test_download_verifies_and_renames_into_place(scripted_server, tmp_path):
     assert log == ["f.bin"]
     assert calls[-1] == (len(BODY), len(BODY), "f.bin")
     assert [c[0] for c in calls] == sorted(c[0] for c in calls)  # done only grows
-    assert_only_verified(tmp_path, {"f.bin": DIGEST})
+    only_verified(tmp_path, {"f.bin": DIGEST})
 
 
 def test_verified_cache_is_not_fetched_again(scripted_server, tmp_path):
@@ -49,13 +49,13 @@ def test_cached_file_with_wrong_checksum_is_replaced(scripted_server, tmp_path):
     assert log == ["f.bin"]
 
 
-def test_404_is_final_and_names_url_and_status(scripted_server, tmp_path):
+def test_404_is_final_and_names_url_and_status(scripted_server, tmp_path, only_verified):
     base, log = scripted_server({})
     with pytest.raises(DownloadError, match=r"f\.bin.*HTTP 404") as info:
         fetch(base + "f.bin", tmp_path / "f.bin", DIGEST, **QUICK)
     assert base + "f.bin" in str(info.value)
     assert log == ["f.bin"]  # not retried
-    assert_only_verified(tmp_path, {})
+    only_verified(tmp_path, {})
 
 
 def test_500_then_success_is_retried(scripted_server, tmp_path):
@@ -65,20 +65,20 @@ def test_500_then_success_is_retried(scripted_server, tmp_path):
     assert (tmp_path / "f.bin").read_bytes() == BODY
 
 
-def test_500_forever_gives_up_after_retries(scripted_server, tmp_path):
+def test_500_forever_gives_up_after_retries(scripted_server, tmp_path, only_verified):
     base, log = scripted_server({"f.bin": [("status", 500)]})
     with pytest.raises(DownloadError, match=r"HTTP 500.*3 attempts"):
         fetch(base + "f.bin", tmp_path / "f.bin", DIGEST, **QUICK)
     assert len(log) == 3
-    assert_only_verified(tmp_path, {})
+    only_verified(tmp_path, {})
 
 
-def test_truncated_body_is_an_error_and_leaves_nothing(scripted_server, tmp_path):
+def test_truncated_body_is_an_error_and_leaves_nothing(scripted_server, tmp_path, only_verified):
     base, log = scripted_server({"f.bin": [("truncate", BODY)]})
     with pytest.raises(DownloadError, match="truncated"):
         fetch(base + "f.bin", tmp_path / "f.bin", DIGEST, **QUICK)
     assert len(log) == 3  # a network fault: retried
-    assert_only_verified(tmp_path, {})
+    only_verified(tmp_path, {})
 
 
 def test_truncated_once_then_complete_succeeds(scripted_server, tmp_path):
@@ -87,15 +87,15 @@ def test_truncated_once_then_complete_succeeds(scripted_server, tmp_path):
     assert sha256_file(tmp_path / "f.bin") == DIGEST
 
 
-def test_wrong_checksum_raises_and_discards(scripted_server, tmp_path):
+def test_wrong_checksum_raises_and_discards(scripted_server, tmp_path, only_verified):
     base, log = scripted_server({"f.bin": [("ok", BODY + b"!")]})
     with pytest.raises(ChecksumError, match=r"f\.bin .*SHA-256 .*expected"):
         fetch(base + "f.bin", tmp_path / "f.bin", DIGEST, **QUICK)
     assert log == ["f.bin"]  # same bytes would come again: not retried
-    assert_only_verified(tmp_path, {})
+    only_verified(tmp_path, {})
 
 
-def test_slow_server_times_out_quickly(scripted_server, tmp_path):
+def test_slow_server_times_out_quickly(scripted_server, tmp_path, only_verified):
     base, log = scripted_server({"f.bin": [("slow", 5.0, BODY)]})
     start = time.perf_counter()
     with pytest.raises(DownloadError, match="timed out"):
@@ -103,19 +103,19 @@ def test_slow_server_times_out_quickly(scripted_server, tmp_path):
               backoff=0.01)
     assert time.perf_counter() - start < 2.0
     assert len(log) == 2
-    assert_only_verified(tmp_path, {})
+    only_verified(tmp_path, {})
 
 
-def test_unreachable_host_says_so(tmp_path):
+def test_unreachable_host_says_so(tmp_path, only_verified):
     url = f"http://127.0.0.1:{closed_port()}/f.bin"
     with pytest.raises(DownloadError, match="unreachable") as info:
         fetch(url, tmp_path / "f.bin", DIGEST, retries=0, backoff=0)
     assert info.value.unreachable is True
     assert "\n" not in str(info.value)
-    assert_only_verified(tmp_path, {})
+    only_verified(tmp_path, {})
 
 
-def test_failure_inside_progress_callback_leaves_no_partial_file(scripted_server, tmp_path):
+def test_failure_inside_progress_callback_leaves_no_partial_file(scripted_server, tmp_path, only_verified):
     base, _ = scripted_server({"f.bin": [("ok", BODY)]})
 
     def interrupt(done, total, name):
@@ -124,7 +124,7 @@ def test_failure_inside_progress_callback_leaves_no_partial_file(scripted_server
 
     with pytest.raises(KeyboardInterrupt):
         fetch(base + "f.bin", tmp_path / "f.bin", DIGEST, progress=interrupt, **QUICK)
-    assert_only_verified(tmp_path, {})
+    only_verified(tmp_path, {})
 
 
 # --- local mirrors --------------------------------------------------------------------------------
@@ -138,17 +138,17 @@ def test_folder_mirror_is_copied_and_verified(tmp_path):
     assert (tmp_path / "cache2" / "f.bin").read_bytes() == BODY
 
 
-def test_folder_mirror_with_bad_file_leaves_nothing(tmp_path):
+def test_folder_mirror_with_bad_file_leaves_nothing(tmp_path, only_verified):
     (tmp_path / "mirror").mkdir()
     (tmp_path / "mirror" / "f.bin").write_bytes(b"tampered")
     with pytest.raises(ChecksumError):
         fetch(tmp_path / "mirror" / "f.bin", tmp_path / "cache" / "f.bin", DIGEST)
     with pytest.raises(DownloadError, match=r"g\.bin not found in mirror folder"):
         fetch(tmp_path / "mirror" / "g.bin", tmp_path / "cache" / "g.bin", DIGEST)
-    assert_only_verified(tmp_path / "cache", {})
+    only_verified(tmp_path / "cache", {})
 
 
 def test_unsupported_scheme_is_refused(tmp_path):
     with pytest.raises(DownloadError, match="unsupported URL scheme 'ftp'"):
         fetch("ftp://example.org/f.bin", tmp_path / "f.bin", DIGEST)
-    assert local_path("file:///tmp/x") .as_posix() == "/tmp/x"
+    assert local_path("file:///tmp/x").as_posix() == "/tmp/x"

@@ -1,0 +1,124 @@
+"""User files: edge lists, features, labels -- and errors that name the file and the line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from mgsparse.data.files import load_edge_list, load_features, load_labels, load_user_graph
+from mgsparse.errors import DataError
+
+
+def write(path, text):
+    path.write_text(text)
+    return path
+
+
+def test_edge_list_csv_tsv_comments_and_weights(tmp_path):
+    csv = write(tmp_path / "e.csv", "# source,target\n0,1\n\n1, 2\n2,0\n")
+    edge_index, weights = load_edge_list(csv)
+    np.testing.assert_array_equal(edge_index, [[0, 1, 2], [1, 2, 0]])
+    assert edge_index.dtype == np.int64 and weights is None
+    tsv = write(tmp_path / "e.tsv", "0\t1\t0.5\n1\t2\t2\n")
+    edge_index, weights = load_edge_list(tsv)
+    np.testing.assert_array_equal(weights, np.array([0.5, 2.0], np.float32))
+
+
+@pytest.mark.parametrize("text, message", [
+    ("0,1\n1,2,3,4\n", r"e\.csv line 2: 4 columns, expected 2 like line 1"),
+    ("0,1,2,3\n", r"e\.csv line 1: 4 columns, expected 2 columns \(source, target\) or 3"),
+    ("0,1\n1,2,0.5\n", r"e\.csv line 2: 3 columns, expected 2 like line 1"),
+    ("# header\n0,1\n1,x\n", r"e\.csv line 3: node id 'x' is not an integer"),
+    ("0,1\n1.5,2\n", r"e\.csv line 2: node id '1.5' is not an integer"),
+    ("0,1\n-1,2\n", r"e\.csv line 2: node id out of range in edge -1 -> 2"),
+    ("0,1,1\n1,2,heavy\n", r"e\.csv line 2: weight 'heavy' is not a number"),
+    ("# only a comment\n", r"e\.csv: no data lines"),
+])
+def test_malformed_edge_lists_name_file_and_line(tmp_path, text, message):
+    with pytest.raises(DataError, match=message):
+        load_edge_list(write(tmp_path / "e.csv", text))
+
+
+def test_edge_id_beyond_node_count_names_the_line(tmp_path):
+    path = write(tmp_path / "e.csv", "0,1\n1,2\n2,5\n")
+    with pytest.raises(DataError, match=r"e\.csv line 3: node id out of range in edge 2 -> 5 "
+                                        r"\(ids must be \[0, 4\)\)"):
+        load_edge_list(path, num_nodes=4)
+
+
+def test_features_from_npy_npz_sparse_and_csv(tmp_path):
+    x = np.array([[1, 0], [0, 2], [3, 0]], dtype=np.float64)
+    np.save(tmp_path / "x.npy", x)
+    np.savez(tmp_path / "dense.npz", features=x)
+    sp.save_npz(tmp_path / "sparse.npz", sp.csr_matrix(x))
+    write(tmp_path / "x.csv", "1,0\n0,2\n# a comment\n3,0\n")
+    for name in ("x.npy", "dense.npz", "x.csv"):
+        loaded = load_features(tmp_path / name)
+        assert isinstance(loaded, np.ndarray) and loaded.dtype == np.float32
+        np.testing.assert_array_equal(loaded, x)
+    loaded = load_features(tmp_path / "sparse.npz")
+    assert sp.isspmatrix_csr(loaded) and loaded.dtype == np.float32
+    np.testing.assert_array_equal(loaded.toarray(), x)
+
+
+def test_malformed_features_are_named(tmp_path):
+    with pytest.raises(DataError, match=r"x\.csv line 2: 3 columns, expected 2 like line 1"):
+        load_features(write(tmp_path / "x.csv", "1,2\n1,2,3\n"))
+    with pytest.raises(DataError, match=r"x\.csv line 1: feature 'a' is not a number"):
+        load_features(write(tmp_path / "x.csv", "a,2\n"))
+    np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(DataError, match=r"obj\.npy: not a plain numeric \.npy file"):
+        load_features(tmp_path / "obj.npy")
+    np.save(tmp_path / "flat.npy", np.ones(3))
+    with pytest.raises(DataError, match=r"flat\.npy: features must be 2-D"):
+        load_features(tmp_path / "flat.npy")
+    np.savez(tmp_path / "two.npz", a=np.ones((2, 2)), b=np.ones((2, 2)))
+    with pytest.raises(DataError, match=r"two\.npz: holds \['a', 'b'\]"):
+        load_features(tmp_path / "two.npz")
+
+
+def test_labels_from_npy_and_text(tmp_path):
+    np.save(tmp_path / "y.npy", np.array([0, 2, -1], dtype=np.int32))
+    assert load_labels(tmp_path / "y.npy").tolist() == [0, 2, -1]
+    assert load_labels(write(tmp_path / "y.txt", "1\n0\n# gap\n-1\n")).tolist() == [1, 0, -1]
+    with pytest.raises(DataError, match=r"y\.txt line 2: label 'cat' is not an integer"):
+        load_labels(write(tmp_path / "y.txt", "1\ncat\n"))
+    with pytest.raises(DataError, match=r"y\.txt line 3: label -2 is negative"):
+        load_labels(write(tmp_path / "y.txt", "1\n0\n-2\n"))
+
+
+def test_user_graph_assembles_everything(tmp_path):
+    edges = write(tmp_path / "edges.csv", "0,1,0.5\n1,0,9\n1,2,1\n2,2,1\n0,1,7\n")
+    np.save(tmp_path / "x.npy", np.eye(4))
+    labels = write(tmp_path / "y.csv", "\n".join(["0", "1", "0", "1"]))
+    g = load_user_graph(edges, tmp_path / "x.npy", labels, num_train_per_class=1, num_val=1,
+                        num_test=1, seed=0)
+    assert (g.num_nodes, g.num_classes, g.name) == (4, 2, "edges")
+    # self loop dropped, repeats merged (the first weight wins), reverse edges added
+    np.testing.assert_array_equal(g.edge_index, [[0, 1, 1, 2], [1, 0, 2, 1]])
+    np.testing.assert_array_equal(g.edge_weight, [0.5, 9.0, 1.0, 1.0])
+    assert g.split_sizes() == (2, 1, 1)
+
+
+def test_user_graph_without_features_or_labels(tmp_path):
+    g = load_user_graph(write(tmp_path / "ring.tsv", "0\t1\n1\t2\n2\t0\n"), undirected=False)
+    assert g.num_nodes == 3 and g.num_edges == 3 and g.edge_weight is None
+    np.testing.assert_array_equal(g.x.toarray(), np.eye(3))
+    assert (g.y == -1).all() and g.split_sizes() == (0, 0, 0)
+
+
+def test_label_count_must_match_node_count(tmp_path):
+    edges = write(tmp_path / "edges.csv", "0,1\n1,2\n")
+    np.save(tmp_path / "x.npy", np.eye(3))
+    short = write(tmp_path / "short.csv", "0\n# comment\n1\n")
+    with pytest.raises(DataError, match=r"short\.csv line 3: last label is for node 1, but "
+                                        r"the graph has 3 nodes"):
+        load_user_graph(edges, tmp_path / "x.npy", short)
+    long = write(tmp_path / "long.csv", "0\n1\n0\n1\n")
+    with pytest.raises(DataError, match=r"long\.csv line 4: label for node 3, but the graph "
+                                        r"has 3 nodes"):
+        load_user_graph(edges, tmp_path / "x.npy", long)
+    beyond = write(tmp_path / "beyond.csv", "0,1\n1,3\n")
+    with pytest.raises(DataError, match=r"beyond\.csv line 2: node id out of range"):
+        load_user_graph(beyond, tmp_path / "x.npy")

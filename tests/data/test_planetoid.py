@@ -1,0 +1,219 @@
+"""planetoid.load(): real downloads over loopback, the numbers everyone quotes, the cache, and
+every failure leaving the cache clean."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import shutil
+import socket
+
+import numpy as np
+import pytest
+
+from mgsparse.data import planetoid
+from mgsparse.errors import ChecksumError, ConfigError, DataError, DownloadError
+
+EXPECTED = {  # nodes, directed edges, features, classes, train/val/test, unlabeled
+    "cora": (2708, 10556, 1433, 7, (140, 500, 1000), 0),
+    "citeseer": (3327, 9104, 3703, 6, (120, 500, 1000), 15),
+}
+
+
+def real_checksums(name):
+    return {f: planetoid.CHECKSUMS[f] for f in planetoid.file_names(name)}
+
+
+@pytest.mark.parametrize("name", ["cora", "citeseer"])
+def test_download_and_load_real_dataset(name, planetoid_mirror, tmp_path, only_verified):
+    base, log = planetoid_mirror
+    g = planetoid.load(name, root=tmp_path, url=base)
+    nodes, edges, features, classes, split, unlabeled = EXPECTED[name]
+    assert (g.num_nodes, g.num_edges, g.num_features, g.num_classes) == (
+        nodes, edges, features, classes)
+    assert g.split_sizes() == split
+    assert int((g.y == -1).sum()) == unlabeled
+    masks = g.train_mask | g.val_mask | g.test_mask
+    assert not masks[g.y == -1].any()
+    assert not (g.train_mask & g.val_mask).any() and not (g.val_mask & g.test_mask).any()
+    src, dst = g.edge_index
+    assert (src != dst).all()
+    keys = src * nodes + dst
+    assert np.unique(keys).size == edges  # no duplicates
+    assert set(keys.tolist()) == set((dst * nodes + src).tolist())  # symmetric
+    assert len(log) == 8
+    only_verified(tmp_path / planetoid.NAMES[name] / "raw", real_checksums(name))
+
+
+def test_second_load_reads_the_processed_cache_without_network(planetoid_mirror, tmp_path):
+    base, log = planetoid_mirror
+    first = planetoid.load("cora", root=tmp_path, url=base)
+    cached = list((tmp_path / "Cora" / "processed").glob("cora-*.npz"))
+    assert len(cached) == 1
+    again = planetoid.load("cora", root=tmp_path, url=base)
+    assert len(log) == 8  # nothing fetched the second time
+    assert (again.x != first.x).nnz == 0
+    np.testing.assert_array_equal(again.edge_index, first.edge_index)
+    np.testing.assert_array_equal(again.test_mask, first.test_mask)
+
+
+def test_corrupt_processed_cache_is_rebuilt(planetoid_mirror, tmp_path):
+    base, _ = planetoid_mirror
+    planetoid.load("cora", root=tmp_path, url=base)
+    (cached,) = (tmp_path / "Cora" / "processed").glob("cora-*.npz")
+    cached.write_bytes(b"not an npz")
+    assert planetoid.load("cora", root=tmp_path, url=base).num_edges == 10556
+
+
+def test_random_and_full_splits_and_normalisation(planetoid_mirror, tmp_path):
+    base, _ = planetoid_mirror
+    g = planetoid.load("cora", root=tmp_path, url=base, split="random", seed=3,
+                       normalize_features=True)
+    assert g.split_sizes() == (140, 500, 1000)
+    assert (np.bincount(g.y[g.train_mask]) == 20).all()
+    again = planetoid.load("cora", root=tmp_path, url=base, split="random", seed=3)
+    np.testing.assert_array_equal(g.train_mask, again.train_mask)
+    np.testing.assert_allclose(np.asarray(g.x.sum(axis=1)).ravel(), 1.0, rtol=1e-5)
+    full = planetoid.load("citeseer", root=tmp_path, url=base, split="full")
+    assert full.split_sizes() == (3327 - 500 - 1000 - 15, 500, 1000)
+
+
+def test_pubmed_without_allx_on_the_mirror_names_it_and_leaves_nothing(
+        planetoid_mirror, tmp_path, only_verified):
+    base, log = planetoid_mirror
+    with pytest.raises(DownloadError) as info:
+        planetoid.load("pubmed", root=tmp_path, url=base)
+    message = str(info.value)
+    assert "ind.pubmed.allx" in message and "missing" in message and "\n" not in message
+    assert log == []  # probed with HEAD, nothing downloaded
+    only_verified(tmp_path / "PubMed" / "raw", {})
+
+
+def test_pubmed_allx_without_checksum_is_refused_unless_the_user_vouches(
+        real_planetoid, tmp_path, monkeypatch, only_verified):
+    mirror = tmp_path / "mirror"
+    shutil.copytree(real_planetoid, mirror)
+    (mirror / "ind.pubmed.allx").write_bytes(b"some bytes nobody can verify")
+    with pytest.raises(ChecksumError, match=r"ind\.pubmed\.allx has no known SHA-256"):
+        planetoid.download("pubmed", root=tmp_path / "cache", url=str(mirror))
+    only_verified(tmp_path / "cache" / "PubMed" / "raw", {})
+    digest = hashlib.sha256(b"some bytes nobody can verify").hexdigest()
+    (tmp_path / "vouched.sha256").write_text(f"{digest}  ind.pubmed.allx\n")
+    monkeypatch.setenv(planetoid.SHA256_ENV, str(tmp_path / "vouched.sha256"))
+    folder = planetoid.download("pubmed", root=tmp_path / "cache", url=str(mirror))
+    assert (folder / "ind.pubmed.allx").read_bytes() == b"some bytes nobody can verify"
+
+
+# --- where files come from and go -------------------------------------------------------------
+
+def test_url_override_order(monkeypatch):
+    monkeypatch.delenv(planetoid.URL_ENV, raising=False)
+    assert planetoid.resolve_url() == planetoid.DEFAULT_URL
+    assert planetoid.DEFAULT_URL == "https://github.com/kimiyoung/planetoid/raw/master/data/"
+    monkeypatch.setenv(planetoid.URL_ENV, "http://mirror.example/")
+    assert planetoid.resolve_url() == "http://mirror.example/"
+    assert planetoid.resolve_url("/srv/planetoid") == "/srv/planetoid"
+
+
+def test_root_override_order_and_layout(monkeypatch, tmp_path):
+    monkeypatch.delenv(planetoid.ROOT_ENV, raising=False)
+    assert planetoid.resolve_root() == planetoid.Path("datasets")
+    monkeypatch.setenv(planetoid.ROOT_ENV, str(tmp_path / "env"))
+    assert planetoid.raw_dir("citeseer") == tmp_path / "env" / "CiteSeer" / "raw"
+    assert planetoid.raw_dir("PubMed", tmp_path / "arg") == tmp_path / "arg" / "PubMed" / "raw"
+
+
+def test_environment_mirror_is_used(planetoid_mirror, tmp_path, monkeypatch):
+    base, log = planetoid_mirror
+    monkeypatch.setenv(planetoid.URL_ENV, base)
+    monkeypatch.setenv(planetoid.ROOT_ENV, str(tmp_path))
+    assert planetoid.load("cora").num_nodes == 2708
+    assert len(log) == 8 and (tmp_path / "Cora" / "raw" / "ind.cora.graph").is_file()
+
+
+def test_every_file_has_a_checksum_except_pubmed_allx():
+    assert len(planetoid.CHECKSUMS) == 24
+    missing = [f for f, s in planetoid.CHECKSUMS.items() if s is None]
+    assert missing == ["ind.pubmed.allx"]
+
+
+def test_bad_name_and_bad_split_fail_before_any_download(tmp_path):
+    with pytest.raises(ConfigError, match="unknown Planetoid dataset 'corra'"):
+        planetoid.load("corra", root=tmp_path)
+    with pytest.raises(ConfigError, match="unknown split 'publik'"):
+        planetoid.load("cora", root=tmp_path, split="publik", url=str(tmp_path / "none"))
+    assert not (tmp_path / "Cora").exists()
+
+
+# --- hermetic failures with the tiny dataset -----------------------------------------------------
+
+def tiny_routes(mirror, **overrides):
+    routes = {p.name: [("ok", p.read_bytes())] for p in mirror.iterdir()}
+    routes.update(overrides)
+    return routes
+
+
+def test_tiny_dataset_through_the_whole_pipeline(tiny_dataset, scripted_server, tmp_path):
+    mirror, checksums = tiny_dataset
+    base, log = scripted_server(tiny_routes(mirror))
+    g = planetoid.load("tiny", root=tmp_path, url=base)
+    assert (g.num_nodes, g.num_edges, g.split_sizes()) == (8, 8, (2, 2, 3))
+    assert sorted(log) == sorted(checksums)
+
+
+def test_file_missing_on_mirror_is_named(tiny_dataset, scripted_server, tmp_path, fast_fetch,
+                                         only_verified):
+    mirror, checksums = tiny_dataset
+    routes = tiny_routes(mirror)
+    del routes["ind.tiny.graph"]
+    base, _ = scripted_server(routes)
+    with pytest.raises(DownloadError, match=r"ind\.tiny\.graph.*HTTP 404") as info:
+        planetoid.load("tiny", root=tmp_path, url=base)
+    assert "\n" not in str(info.value)
+    only_verified(tmp_path / "Tiny" / "raw", checksums)
+
+
+def test_tampered_file_on_mirror_is_discarded(tiny_dataset, scripted_server, tmp_path,
+                                              fast_fetch, only_verified):
+    mirror, checksums = tiny_dataset
+    evil = pickle.dumps([1, 2, 3], protocol=2)
+    base, _ = scripted_server(tiny_routes(mirror, **{"ind.tiny.allx": [("ok", evil)]}))
+    with pytest.raises(ChecksumError, match=r"ind\.tiny\.allx"):
+        planetoid.load("tiny", root=tmp_path, url=base)
+    only_verified(tmp_path / "Tiny" / "raw", checksums)
+
+
+def test_code_carrying_file_is_refused_even_when_its_checksum_matches(
+        tiny_dataset, tmp_path, monkeypatch):
+    """Second line of defence: a recipe whose checksum itself was tampered with."""
+    mirror, _ = tiny_dataset
+    marker = tmp_path / "payload-ran"
+    payload = pickle.dumps(_Payload(f"touch {marker}"), protocol=2)
+    (mirror / "ind.tiny.x").write_bytes(payload)
+    monkeypatch.setitem(planetoid.CHECKSUMS, "ind.tiny.x", hashlib.sha256(payload).hexdigest())
+    with pytest.raises(DataError, match="refused to unpickle global"):
+        planetoid.load("tiny", root=tmp_path / "cache", url=str(mirror))
+    assert not marker.exists()
+    assert not (tmp_path / "cache" / "Tiny" / "processed").exists()
+
+
+class _Payload:
+    def __init__(self, command):
+        self.command = command
+
+    def __reduce__(self):
+        return (os.system, (self.command,))
+
+
+def test_unreachable_network_says_how_to_use_a_mirror(tiny_dataset, tmp_path, fast_fetch,
+                                                      only_verified):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(DownloadError) as info:
+        planetoid.load("tiny", root=tmp_path, url=f"http://127.0.0.1:{port}/")
+    message = str(info.value)
+    assert "unreachable" in message and planetoid.URL_ENV in message and "dataset.url" in message
+    assert "\n" not in message
+    only_verified(tmp_path / "Tiny" / "raw", {})

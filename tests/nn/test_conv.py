@@ -1,0 +1,152 @@
+"""GCNConv and the GCN model: the normalisation by hand, gradients, sparse = dense, caching."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mgsparse import SparseTensor, Tensor, gradcheck
+from mgsparse.nn.conv import GCNConv, normalized_adjacency
+from mgsparse.nn.models import GCN, MLP
+
+# A hand-written 4-node graph: a path 0-1-2 plus the edge 1-3 (undirected, both directions).
+EDGE_INDEX = np.array([[0, 1, 1, 2, 1, 3], [1, 0, 2, 1, 3, 1]])
+N = 4
+
+
+def dense_norm_adj() -> np.ndarray:
+    """Â = D^-1/2 (A + I) D^-1/2, written out densely."""
+    A = np.zeros((N, N))
+    A[EDGE_INDEX[0], EDGE_INDEX[1]] = 1.0
+    A_hat = A + np.eye(N)
+    d = A_hat.sum(1) ** -0.5
+    return d[:, None] * A_hat * d[None, :]
+
+
+def test_normalized_adjacency_matches_the_formula():
+    norm_adj = normalized_adjacency(EDGE_INDEX, N, dtype=np.float64)
+    assert isinstance(norm_adj, SparseTensor)
+    np.testing.assert_allclose(norm_adj.to_dense(), dense_norm_adj(), atol=1e-12)
+    # degrees with self loops are 2, 4, 2, 2: entry (0, 1) = 1/sqrt(2·4)
+    assert norm_adj.to_dense()[0, 1] == pytest.approx(1 / np.sqrt(8))
+
+
+def test_threshold_turns_the_adjacency_dense():
+    assert isinstance(normalized_adjacency(EDGE_INDEX, N, sparsity_threshold=1.0), SparseTensor)
+    dense = normalized_adjacency(EDGE_INDEX, N, sparsity_threshold=0.0, dtype=np.float64)
+    assert isinstance(dense, Tensor)
+    np.testing.assert_allclose(dense.data, dense_norm_adj(), atol=1e-12)
+
+
+def _conv(rng, bias=True) -> GCNConv:
+    return GCNConv(3, 2, bias=bias, rng=rng, dtype=np.float64)
+
+
+def test_gcnconv_forward_is_a_hat_x_w_plus_b(rng):
+    conv = _conv(rng)
+    conv.bias.data[:] = [0.5, -1.0]
+    x = rng.standard_normal((N, 3))
+    out = conv(Tensor(x), EDGE_INDEX)
+    np.testing.assert_allclose(out.data, dense_norm_adj() @ x @ conv.weight.data + [0.5, -1.0],
+                               atol=1e-12)
+
+
+def test_gcnconv_gradients_match_finite_differences(rng):
+    conv = _conv(rng)
+    x = Tensor(rng.standard_normal((N, 3)), requires_grad=True)
+
+    def f(x, w, b):
+        conv.weight, conv.bias = w, b
+        return conv(x, EDGE_INDEX)
+
+    result = gradcheck(f, [x, conv.weight, conv.bias])
+    assert result.passed and result.max_abs_err < 1e-7
+
+
+@pytest.mark.parametrize("threshold", [0.0, 1.0])
+def test_sparse_and_dense_adjacency_give_the_same_output_and_gradients(rng, threshold):
+    x = rng.standard_normal((N, 3))
+    outs = []
+    for th in (threshold, 1 - threshold):
+        conv = GCNConv(3, 2, rng=np.random.default_rng(1), dtype=np.float64)
+        adj = normalized_adjacency(EDGE_INDEX, N, sparsity_threshold=th, dtype=np.float64)
+        xt = Tensor(x, requires_grad=True)
+        out = conv(xt, adj)
+        (out * out).sum().backward()
+        outs.append((out.data, xt.grad, conv.weight.grad))
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_sparse_features_times_weights_equal_dense_features(rng):
+    x = (rng.random((N, 3)) < 0.4) * 1.0
+    conv = _conv(rng)
+    dense_out = conv(Tensor(x), EDGE_INDEX).data
+    sparse_out = conv(SparseTensor.from_dense(x), EDGE_INDEX).data
+    np.testing.assert_allclose(sparse_out, dense_out, atol=1e-12)
+
+
+def test_normalisation_is_cached_between_calls(rng):
+    conv = _conv(rng)
+    x = Tensor(rng.standard_normal((N, 3)))
+    conv(x, EDGE_INDEX)
+    first = conv._norm_adj
+    conv(x, EDGE_INDEX)
+    assert first is not None and conv._norm_adj is first
+    uncached = GCNConv(3, 2, cached=False, rng=rng, dtype=np.float64)
+    uncached(x, EDGE_INDEX)
+    assert uncached._norm_adj is None
+
+
+def test_learnable_edge_weight_is_not_cached_and_gets_a_gradient(rng):
+    conv = _conv(rng)
+    w = Tensor(np.ones(EDGE_INDEX.shape[1]), requires_grad=True)
+    out = conv(Tensor(rng.standard_normal((N, 3))), EDGE_INDEX, edge_weight=w)
+    out.sum().backward()
+    assert conv._norm_adj is None
+    assert w.grad is not None and w.grad.shape == (6,) and np.abs(w.grad).sum() > 0
+
+
+def test_whole_gcn_gradients_match_finite_differences(rng):
+    """Every parameter of a 2-layer GCN through a masked cross-entropy (dropout off)."""
+    from mgsparse.nn.functional import cross_entropy
+
+    model = GCN(3, 4, 2, layers=2, dropout=0.0, rng=rng, dtype=np.float64)
+    x = SparseTensor.from_dense((rng.random((N, 3)) < 0.5) * rng.random((N, 3)))
+    adj = normalized_adjacency(EDGE_INDEX, N, dtype=np.float64)
+    y, train = np.array([0, 1, 1, 0]), np.array([0, 2, 3])
+    params = model.parameters()
+    # the finite differences perturb copies, routed into the model on every call
+    copies = [Tensor(p.data.copy(), requires_grad=True) for p in params]
+
+    def f(*ps):
+        for p, new in zip(params, ps):
+            p.data = new.data
+        return cross_entropy(model(x, adj), y, train)
+
+    model.zero_grad()
+    f(*copies).backward()
+    analytic = [p.grad.copy() for p in params]
+    eps = 1e-6
+    for k, p in enumerate(params):
+        base = copies[k].data.copy()
+        flat = base.reshape(-1)
+        numeric = np.zeros_like(flat)
+        for i in range(flat.size):
+            for sign in (1, -1):
+                trial = flat.copy()
+                trial[i] += sign * eps
+                ps = list(copies)
+                ps[k] = Tensor(trial.reshape(base.shape))
+                numeric[i] += sign * float(f(*ps).data) / (2 * eps)
+        np.testing.assert_allclose(analytic[k].reshape(-1), numeric, atol=1e-7, rtol=1e-5)
+    f(*copies)  # restore the originals
+
+
+def test_gcn_and_mlp_shapes_and_layer_count(rng):
+    gcn = GCN(5, 8, 3, layers=3, rng=rng)
+    assert [c.weight.shape for c in gcn.convs] == [(5, 8), (8, 8), (8, 3)]
+    out = gcn(Tensor(rng.standard_normal((N, 5)).astype(np.float32)), EDGE_INDEX)
+    assert out.shape == (N, 3) and out.dtype == np.float32
+    mlp = MLP(2, 16, 2, layers=2, rng=rng)
+    assert mlp(Tensor(np.zeros((7, 2), np.float32))).shape == (7, 2)

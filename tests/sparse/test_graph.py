@@ -1,0 +1,87 @@
+"""Graph ops: self loops, GCN normalisation, row softmax — oracles, hand values, edge cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mgsparse.engine import Tensor
+from mgsparse.errors import ShapeError
+from mgsparse.sparse import SPARSE_OPS, SparseTensor, add_self_loops, gcn_norm, row_softmax
+
+GRAPH_OPS = [name for name, case in SPARSE_OPS.items() if case.group == "graph"]
+
+# a 4-node path 0-1-2-3 stored in both directions, plus an isolated node 4
+PATH = np.array([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]])
+
+
+@pytest.mark.parametrize("size", ["small", "one", "empty", "medium"])
+@pytest.mark.parametrize("name", GRAPH_OPS)
+def test_gradient_agrees_with_all_three_oracles(name, size, oracles):
+    oracles(name, size)
+
+
+def test_graph_ops_are_registered():
+    assert sorted(GRAPH_OPS) == ["add_self_loops", "gcn_norm", "gcn_norm_no_loops", "row_softmax"]
+
+
+def test_add_self_loops_is_a_plain_add():
+    A = SparseTensor([[0, 1, 1], [1, 0, 1]], [1.0, 1.0, 5.0], (3, 3))  # node 1 has a loop
+    L = add_self_loops(A, fill=2.0)
+    assert L.is_coalesced() and L.nnz == 5
+    np.testing.assert_array_equal(L.to_dense(), [[2, 1, 0], [1, 7, 0], [0, 0, 2]])
+    with pytest.raises(ShapeError, match=r"add_self_loops: needs a square adjacency, got shape \(2, 3\)"):
+        add_self_loops(SparseTensor([[0], [2]], [1.0], (2, 3)))
+
+
+def test_gcn_norm_matches_the_formula_on_a_path_with_an_isolated_node():
+    A = SparseTensor.from_edge_index(PATH, num_nodes=5, dtype=np.float64)
+    N = gcn_norm(A)
+    Ahat = A.to_dense() + np.eye(5)
+    d = Ahat.sum(axis=1) ** -0.5
+    np.testing.assert_allclose(N.to_dense(), d[:, None] * Ahat * d[None, :], rtol=1e-12)
+    assert N.to_dense()[4, 4] == 1.0  # an isolated node keeps itself, weight 1/1
+    np.testing.assert_allclose(N.to_dense()[0, 1], 1 / np.sqrt(2 * 3))
+
+
+def test_gcn_norm_zero_degree_gives_zeros_and_finite_gradients():
+    A = SparseTensor.from_edge_index(PATH, num_nodes=5, dtype=np.float64)
+    A = A.with_values(Tensor(A.values.data, requires_grad=True))
+    N = gcn_norm(A, add_loops=False)  # node 4: degree 0
+    dense = N.to_dense()
+    assert np.isfinite(dense).all() and not dense[4].any()
+    N.values.sum().backward()
+    assert np.isfinite(A.values.grad).all()
+    # a negative degree is treated like zero, not turned into NaN
+    neg = SparseTensor([[0, 1], [1, 1]], Tensor([-1.0, 4.0], requires_grad=True), (2, 2))
+    out = gcn_norm(neg, add_loops=False)  # degrees -1 and 4
+    np.testing.assert_array_equal(out.values.data, [0, 1])
+    out.values.sum().backward()
+    assert np.isfinite(neg.values.grad).all()
+
+
+def test_gcn_norm_output_shares_the_pattern_of_a_plus_i():
+    A = SparseTensor.from_edge_index(PATH, num_nodes=5)
+    N = gcn_norm(A)
+    assert N.nnz == len(PATH[0]) + 5 and N.is_coalesced() and N.dtype == np.float32
+
+
+def test_row_softmax_by_hand_and_stable_for_large_values():
+    A = SparseTensor([[0, 0, 2], [0, 1, 1]], [1000.0, 1001.0, -5.0], (3, 2))
+    S = row_softmax(A)
+    e = np.exp([-1.0, 0.0])
+    np.testing.assert_allclose(S.values.data, [*(e / e.sum()), 1.0], rtol=1e-6)
+    assert S._structure is A._structure
+    np.testing.assert_allclose(S.sum(axis=1).data, [1, 0, 1], rtol=1e-6)  # empty row stays 0
+
+
+def test_row_softmax_backward_by_hand():
+    A = SparseTensor([[0, 0], [0, 1]], Tensor([0.0, 0.0], requires_grad=True), (1, 2))
+    row_softmax(A).values.backward(np.array([1.0, 0.0], dtype=np.float32))
+    np.testing.assert_allclose(A.values.grad, [0.25, -0.25])  # s(1-s), -s·s at s = 1/2
+
+
+def test_row_softmax_counts_duplicates_separately():
+    A = SparseTensor([[0, 0], [1, 1]], [0.0, 0.0], (1, 2))
+    np.testing.assert_allclose(row_softmax(A).values.data, [0.5, 0.5])
+    np.testing.assert_allclose(row_softmax(A.coalesce()).values.data, [1.0])
