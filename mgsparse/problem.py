@@ -19,8 +19,10 @@ from mgsparse.engine import Tensor
 from mgsparse.errors import ConfigError
 from mgsparse.monitor import nnz_ratio
 from mgsparse.nn.conv import normalized_adjacency
+from mgsparse.nn.gat import GAT
 from mgsparse.nn.models import GCN, MLP
 from mgsparse.nn.module import Module
+from mgsparse.nn.sage import GraphSAGE
 from mgsparse.optim import SGD, Adam, AdamW, Optimizer
 from mgsparse.sparse import SparseTensor, as_operand
 
@@ -40,6 +42,7 @@ class Problem:
     placement: dict[str, str]  # operand -> "sparse (density … <= threshold …)" or "dense (…)"
     feature_density: float
     adjacency_density: float
+    edge_index: np.ndarray | None = None  # (2, E) raw edges: GAT, SAGE and learned edge weights
 
     @property
     def num_features(self) -> int:
@@ -90,13 +93,23 @@ def prepare(config: Config, graph: Graph, dtype: Any = np.float32) -> Problem:
         test_idx=np.flatnonzero(graph.test_mask), num_classes=int(graph.num_classes),
         placement={"adjacency": a_why, "features": f_why},
         feature_density=f_density, adjacency_density=a_density,
+        edge_index=np.asarray(graph.edge_index, dtype=np.int64),
     )
 
 
 def build_model(m: ModelConfig, problem: Problem, rng: np.random.Generator) -> Module:
     args = dict(layers=m.layers, dropout=m.dropout, activation=m.activation, rng=rng)
     if m.kind == "gcn":
-        return GCN(problem.num_features, m.hidden, problem.num_classes, **args)
+        learned = dict(edge_index=problem.edge_index, learn_edge_weight=True)
+        return GCN(problem.num_features, m.hidden, problem.num_classes, **args,
+                   **(learned if m.learn_edge_weight else {}))
+    if m.kind == "gat":  # bound to the raw edges: the trainer's Â is not what attention needs
+        return GAT(problem.num_features, m.hidden, problem.num_classes, heads=m.heads,
+                   output_heads=m.output_heads, attn_dropout=m.attn_dropout,
+                   edge_index=problem.edge_index, **args)
+    if m.kind == "sage":
+        return GraphSAGE(problem.num_features, m.hidden, problem.num_classes,
+                         normalize=m.normalize, edge_index=problem.edge_index, **args)
     if m.kind == "mlp":
         return MLP(problem.num_features, m.hidden, problem.num_classes, **args)
     raise ConfigError(f"model.kind {m.kind!r} is not available yet for graph training")

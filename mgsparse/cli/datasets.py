@@ -1,4 +1,4 @@
-"""`mgsparse datasets list | download NAME | info NAME`: option declarations plus one library call."""
+"""`mgsparse datasets list | download NAME | info NAME`: options plus one library call each."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import typer
-from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
-                           TransferSpeedColumn)
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
 from mgsparse.cli import app

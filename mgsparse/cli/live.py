@@ -22,7 +22,8 @@ class TrainDisplay:
         self.config = config
         self.log_every = config.monitor.log_every
         self.total = config.train.epochs * config.train.runs
-        self.ratios = (f"{problem.adjacency_density:.2%}", f"{problem.feature_density:.2%}")
+        self.ratios = ("-", "-") if problem is None else (  # None: a point cloud, no graph
+            f"{problem.adjacency_density:.2%}", f"{problem.feature_density:.2%}")
         self.rows: list[tuple[str, ...]] = []
         self.progress = Progress(TextColumn("[bold]training"), BarColumn(), MofNCompleteColumn(),
                                  TextColumn("epochs"), TimeRemainingColumn(), console=err_console)

@@ -14,11 +14,13 @@ from mgsparse.cli import app
 from mgsparse.cli.datasets import download_bar
 from mgsparse.cli.live import TrainDisplay
 from mgsparse.cli.render import err_console, fail, memory_table, out, summary_table, warn
-from mgsparse.config import load_config
+from mgsparse.config import POINT_CLOUD_DATASETS, load_config
 from mgsparse.errors import MgsparseError
 from mgsparse.outputs import evaluate_saved, metrics_dict, write_outputs
+from mgsparse.plot import check_plot_target, save_training_plot
 from mgsparse.problem import load_graph, prepare
 from mgsparse.train import fit, measure_memory
+from mgsparse.train_points import fit_points, measure_points_memory
 
 EXIT_INTERRUPTED = 130  # the shell's convention for a run ended by SIGINT
 
@@ -59,6 +61,8 @@ def train(
     memory_report: bool = typer.Option(False, "--memory-report", help="End with where the memory went"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live display, only the summary"),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout"),
+    plot: Optional[Path] = typer.Option(
+        None, "--plot", help="Point clouds: save the decision boundary and loss curve (.png)"),
 ) -> None:
     """Train a GNN from a YAML config, with a live table of loss, accuracy, gradient norm and memory."""
     overrides = list(set_)
@@ -66,21 +70,39 @@ def train(
     overrides += [f"train.epochs={epochs}"] if epochs is not None else []
     try:
         config = load_config(config_path, overrides)
-        with _downloads(quiet or as_json) as progress:
-            graph = load_graph(config.dataset, progress)
-        problem = prepare(config, graph)
+        if plot:
+            check_plot_target(plot, config.dataset.name)
+        problem = _load_problem(config, quiet or as_json)
         display = TrainDisplay(config, problem, enabled=not (quiet or as_json))
         write = (lambda result: write_outputs(out_dir, result)) if out_dir else None
         with _ctrl_c_ends_epoch() as stop, display:
-            result = fit(config, problem, on_epoch=display.on_epoch, on_run_end=write,
-                         should_stop=lambda: stop[0])
+            result = _fit(config, problem, on_epoch=display.on_epoch, on_run_end=write,
+                          should_stop=lambda: stop[0])
         if memory_report:
-            result.memory_report = measure_memory(config, problem).to_dict()
+            report = (measure_points_memory(config) if problem is None
+                      else measure_memory(config, problem))
+            result.memory_report = report.to_dict()
         if out_dir:
             write_outputs(out_dir, result)
+        if plot:
+            saved = save_training_plot(result, plot)
+            err_console.print(f"decision boundary and loss curve: {saved}", markup=False)
     except MgsparseError as e:
         fail(e)
     _report(result, as_json, memory_report)
+
+
+def _load_problem(config, silent: bool):
+    """The prepared graph, or None for a point cloud (moons, circles, blobs): no graph to load."""
+    if config.dataset.name in POINT_CLOUD_DATASETS:
+        return None
+    with _downloads(silent) as progress:
+        graph = load_graph(config.dataset, progress)
+    return prepare(config, graph)
+
+
+def _fit(config, problem, **callbacks):
+    return fit_points(config, **callbacks) if problem is None else fit(config, problem, **callbacks)
 
 
 def _report(result, as_json: bool, memory_report: bool) -> None:

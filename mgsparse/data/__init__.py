@@ -13,17 +13,35 @@ from mgsparse.data import planetoid, transforms
 from mgsparse.data.download import fetch
 from mgsparse.data.files import load_edge_list, load_features, load_labels, load_user_graph
 from mgsparse.data.graph import Graph, dataset_info
+from mgsparse.data.loader import DataLoader, TensorDataset
 from mgsparse.data.planetoid import load as load_planetoid
 from mgsparse.data.synthetic import karate_club, make_blobs, make_circles, make_moons, sbm
-from mgsparse.data.transforms import (full_split, normalize_features, public_split,
-                                      random_split)
+from mgsparse.data.transforms import full_split, normalize_features, public_split, random_split
 from mgsparse.errors import ConfigError
 
 __all__ = [
-    "Graph", "KNOWN_DATASETS", "dataset_info", "fetch", "full_split", "karate_club",
-    "list_datasets", "load_dataset", "load_edge_list", "load_features", "load_labels",
-    "load_planetoid", "load_user_graph", "make_blobs", "make_circles", "make_moons",
-    "normalize_features", "public_split", "random_split", "sbm",
+    "KNOWN_DATASETS",
+    "DataLoader",
+    "Graph",
+    "TensorDataset",
+    "dataset_info",
+    "fetch",
+    "full_split",
+    "karate_club",
+    "list_datasets",
+    "load_dataset",
+    "load_edge_list",
+    "load_features",
+    "load_labels",
+    "load_planetoid",
+    "load_user_graph",
+    "make_blobs",
+    "make_circles",
+    "make_moons",
+    "normalize_features",
+    "public_split",
+    "random_split",
+    "sbm",
 ]
 
 KNOWN_DATASETS = ("cora", "citeseer", "pubmed", "karate", "synthetic")

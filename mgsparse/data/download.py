@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable
@@ -73,6 +74,9 @@ def fetch(url_or_path: str | Path, dest: Path, sha256: str, *, progress: Progres
     (total is None when the server sends no Content-Length).
     """
     dest = Path(dest)
+    if not (isinstance(sha256, str) and re.fullmatch(r"[0-9a-f]{64}", sha256)):
+        raise ChecksumError(f"no valid SHA-256 given for {dest.name} ({sha256!r}): an "
+                            "unverifiable file is never fetched")
     if dest.is_file():
         if sha256_file(dest) == sha256:
             return dest  # verified cache: no bytes move, so no progress is reported

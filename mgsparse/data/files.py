@@ -67,14 +67,14 @@ def _convert(cells: np.ndarray, dtype, path: Path, line_numbers: np.ndarray, wha
         return cells.astype(dtype)
     except (ValueError, OverflowError):
         python_type = int if np.issubdtype(dtype, np.integer) else float
+        kind = "an integer" if python_type is int else "a number"
         for row, values in enumerate(cells.reshape(cells.shape[0], -1)):
             for value in values:
                 try:
                     python_type(value)
                 except ValueError:
-                    raise DataError(f"{path} line {line_numbers[row]}: {what} {str(value)!r} is "
-                                    f"not {'an integer' if python_type is int else 'a number'}"
-                                    ) from None
+                    where = f"{path} line {line_numbers[row]}"
+                    raise DataError(f"{where}: {what} {str(value)!r} is not {kind}") from None
         raise DataError(f"{path}: values out of range for {np.dtype(dtype).name}") from None
 
 

@@ -85,11 +85,17 @@ class Graph:
 
 def undirected_edges(row: np.ndarray, col: np.ndarray, num_nodes: int) -> np.ndarray:
     """Both directions of every pair, self loops dropped, duplicates merged, sorted by
-    (source, target): the canonical form of an undirected ``edge_index``."""
+    (source, target): the canonical form of an undirected ``edge_index``.
+
+    Each edge becomes one int64 key ``source * N + target`` (exact while N^2 < 2^63, i.e.
+    N < 3e9), so a single sort orders and deduplicates them.
+    """
     keep = row != col
     row, col = row[keep], col[keep]
     keys = sorted_unique(np.concatenate([row * num_nodes + col, col * num_nodes + row]))
-    return np.stack([keys // num_nodes, keys % num_nodes]).astype(np.int64)
+    edge_index = np.empty((2, keys.size), dtype=np.int64)
+    np.divmod(keys, num_nodes, out=(edge_index[0], edge_index[1]))
+    return edge_index
 
 
 def sorted_unique(keys: np.ndarray) -> np.ndarray:
@@ -97,7 +103,9 @@ def sorted_unique(keys: np.ndarray) -> np.ndarray:
     numpy 2's hash-based ``np.unique`` takes 12 s."""
     keys = np.sort(keys)
     if keys.size:
-        keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
+        repeated = keys[1:] == keys[:-1]
+        if repeated.any():
+            keys = keys[np.concatenate([[True], ~repeated])]
     return keys
 
 

@@ -52,6 +52,11 @@ ALLOWED_GLOBALS = {
 }
 
 
+# What a truncated or corrupt pickle raises (before or after the restricted find_class).
+CORRUPT_PICKLE = (pickle.UnpicklingError, EOFError, AttributeError, IndexError, KeyError,
+                  TypeError, ValueError, OverflowError, MemoryError, RecursionError)
+
+
 class RestrictedUnpickler(pickle.Unpickler):
     """An Unpickler whose only reachable callables are those in ``ALLOWED_GLOBALS``."""
 
@@ -72,7 +77,7 @@ def load_pickle(path: Path):
         raise DataError(f"{path.name}: file not found in {path.parent}") from None
     except DataError as exc:
         raise DataError(f"{path.name}: {exc}") from None
-    except Exception as exc:  # a corrupt pickle can fail in many ways; all are data errors
+    except CORRUPT_PICKLE as exc:
         raise DataError(f"{path.name}: not a readable Planetoid pickle "
                         f"({type(exc).__name__}: {exc})") from None
 
@@ -107,7 +112,7 @@ def _as_csr(obj, path: Path) -> sp.csr_matrix:
         matrix = sp.csr_matrix((np.asarray(obj.data), np.asarray(obj.indices),
                                 np.asarray(obj.indptr)), shape=obj.shape)
         matrix.check_format(full_check=True)
-    except Exception as exc:
+    except (AttributeError, IndexError, TypeError, ValueError) as exc:
         raise DataError(f"{path.name}: malformed sparse matrix ({exc})") from None
     return matrix.astype(np.float32)
 

@@ -8,9 +8,9 @@ import numpy as np
 
 from mgsparse.engine import Tensor
 from mgsparse.errors import HyperparameterError
-from mgsparse.nn.conv import GCNConv
+from mgsparse.nn.conv import GCNConv, normalized_adjacency
 from mgsparse.nn.layers import Linear
-from mgsparse.nn.module import Module, ModuleList
+from mgsparse.nn.module import Module, ModuleList, Parameter
 from mgsparse.sparse import SparseTensor, sparse_dropout
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
@@ -45,11 +45,16 @@ class GCN(Module):
 
     Kipf & Welling's Cora recipe: 2 layers, hidden 16, dropout 0.5, ReLU, 81.5% test accuracy.
     `forward(x, adj)` returns logits (N, num_classes); `adj` as for `GCNConv`.
+
+    `learn_edge_weight=True` (needs `edge_index`) learns one weight per edge, starting at 1:
+    Â = D^-1/2 (A_w + I) D^-1/2 is rebuilt from them every forward (the degrees depend on
+    the weights, so the gradient passes through the normalisation) and `adj` is ignored.
     """
 
     def __init__(self, in_features: int, hidden: int, num_classes: int, layers: int = 2,
                  dropout: float = 0.5, activation: str = "relu",
-                 rng: np.random.Generator | None = None, dtype: Any = np.float32):
+                 rng: np.random.Generator | None = None, dtype: Any = np.float32,
+                 edge_index: np.ndarray | None = None, learn_edge_weight: bool = False):
         super().__init__()
         self.rng = rng if rng is not None else np.random.default_rng()
         widths = _widths(in_features, hidden, num_classes, layers)
@@ -57,8 +62,16 @@ class GCN(Module):
                                 for a, b in zip(widths[:-1], widths[1:]))
         self.p, self.act_name = float(dropout), activation
         self.act = get_activation(activation)
+        if learn_edge_weight and edge_index is None:
+            raise HyperparameterError("GCN: learn_edge_weight needs the graph's edge_index")
+        self.edge_index = np.asarray(edge_index) if learn_edge_weight else None
+        self.edge_weight = (Parameter(np.ones(self.edge_index.shape[1]), dtype=dtype)
+                            if learn_edge_weight else None)
 
     def forward(self, x: Tensor | SparseTensor, adj: Any, edge_weight: Tensor | None = None):
+        if self.edge_weight is not None:  # once per forward, shared by every layer
+            adj = normalized_adjacency(self.edge_index, x.shape[0], self.edge_weight,
+                                       dtype=self.edge_weight.dtype)
         last = len(self.convs) - 1
         for i, conv in enumerate(self.convs):
             x = conv(dropout(x, self.p, self.training, self.rng), adj, edge_weight)

@@ -19,8 +19,8 @@ gradients each oracle gives, for the tests and for `mgsparse gradcheck`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from mgsparse.engine import Tensor
-from mgsparse.errors import ShapeError
+from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.sparse.ops import Gather
 from mgsparse.sparse.tensor import SparseTensor
 
@@ -32,7 +32,7 @@ def as_operand(m: Any, sparsity_threshold: float = DEFAULT_SPARSITY_THRESHOLD,
     A SparseTensor that is densified stays differentiable w.r.t. its values.
     """
     if not 0.0 <= float(sparsity_threshold) <= 1.0:
-        raise ShapeError(f"sparsity_threshold must be in [0, 1], got {sparsity_threshold}")
+        raise HyperparameterError(f"sparsity_threshold must be in [0, 1], got {sparsity_threshold}")
     if isinstance(m, SparseTensor):
         sparse = m.density <= sparsity_threshold
         m = m if dtype is None else m.astype(dtype)

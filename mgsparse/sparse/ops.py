@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from mgsparse.engine import Function, Tensor, concatenate
-from mgsparse.errors import ShapeError
+from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.sparse import reference as ref
 from mgsparse.sparse.structure import Structure, from_csr, from_keys
 from mgsparse.sparse.tensor import SparseTensor
@@ -310,7 +310,7 @@ def sparse_dropout(A: SparseTensor, p: float, training: bool = True,
     """Inverted dropout on the stored values: each is zeroed with probability p, the rest scaled
     by 1/(1-p). The pattern (and its cached views) is kept, zeros stored: nothing is densified."""
     if not 0 <= p < 1:
-        raise ShapeError(f"sparse_dropout: probability must be in [0, 1), got {p}")
+        raise HyperparameterError(f"sparse_dropout: probability must be in [0, 1), got {p}")
     if not training or p == 0:
         return A
     rng = rng if rng is not None else np.random.default_rng()

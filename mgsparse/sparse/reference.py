@@ -15,7 +15,8 @@ scalar engine would be far too slow, so it raises an error naming the op instead
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -24,7 +24,7 @@ _INT32_MAX = np.iinfo(np.int32).max
 class CSRView:
     """Row pointers, column indices and the COO→CSR permutation of one pattern."""
 
-    __slots__ = ("indptr", "indices", "perm", "template")
+    __slots__ = ("indices", "indptr", "perm", "template")
 
     def __init__(self, indptr: np.ndarray, indices: np.ndarray, perm: np.ndarray | None,
                  shape: tuple[int, int]):
@@ -33,6 +33,10 @@ class CSRView:
         # One checked construction per pattern; later matrices copy its attributes.
         self.template = sp.csr_matrix((data, indices, indptr), shape=shape, copy=False)
         self.template.data = None  # every matrix() sets its own; don't hold nnz floats here
+
+    def __repr__(self) -> str:
+        order = "row-sorted" if self.perm is None else "permuted"
+        return f"CSRView(shape={self.template.shape}, nnz={len(self.indices)}, {order})"
 
     def matrix(self, values: np.ndarray) -> sp.csr_matrix:
         """A scipy CSR matrix of this pattern holding `values` (given in COO order).
@@ -66,7 +70,7 @@ def build_csr(major: np.ndarray, minor: np.ndarray, shape: tuple[int, int]) -> C
 class Structure:
     """An immutable COO pattern: `indices` (2, nnz) int64 and `shape` (rows, cols)."""
 
-    __slots__ = ("indices", "shape", "canonical", "_csr", "_T", "_plan", "_keys", "__weakref__")
+    __slots__ = ("_T", "__weakref__", "_csr", "_keys", "_plan", "canonical", "indices", "shape")
 
     def __init__(self, indices: np.ndarray, shape: tuple[int, int], canonical: bool = False,
                  csr: CSRView | None = None):

@@ -12,7 +12,8 @@ shares the CSR views); call `.T.coalesce()` for the transpose in canonical order
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -208,4 +209,4 @@ class SparseTensor:
     def __truediv__(self, scalar): return ops.mul(self, 1.0 / float(scalar))
 
 
-from mgsparse.sparse import ops  # noqa: E402  (ops needs SparseTensor defined above)
+from mgsparse.sparse import ops  # last: ops needs SparseTensor defined above

@@ -13,6 +13,7 @@ import threading
 from contextlib import ExitStack, contextmanager
 from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -171,7 +172,7 @@ class Py2Pickler(pickle._Pickler):
     """Writes byte strings as Python 2 ``str`` opcodes, as the real Planetoid files do
     (a Python 3 pickler would route them through ``_codecs.encode``)."""
 
-    dispatch = dict(pickle._Pickler.dispatch)
+    dispatch: ClassVar[dict] = dict(pickle._Pickler.dispatch)
 
     def save_py2_str(self, obj: bytes) -> None:
         if len(obj) < 256:

@@ -14,12 +14,12 @@ from mgsparse.errors import DataError
 
 def path_graph(**changes) -> Graph:
     """0 - 1 - 2 - 3, one-hot features, node 3 unlabelled."""
-    fields = dict(x=sp.identity(4, dtype=np.float32, format="csr"),
-                  y=np.array([0, 1, 0, -1]),
-                  edge_index=undirected_edges(np.array([0, 1, 2]), np.array([1, 2, 3]), 4),
-                  num_nodes=4, num_classes=2,
-                  train_mask=np.array([1, 1, 0, 0], bool), val_mask=np.array([0, 0, 1, 0], bool),
-                  test_mask=np.zeros(4, bool), name="path")
+    fields = {"x": sp.identity(4, dtype=np.float32, format="csr"),
+              "y": np.array([0, 1, 0, -1]),
+              "edge_index": undirected_edges(np.array([0, 1, 2]), np.array([1, 2, 3]), 4),
+              "num_nodes": 4, "num_classes": 2, "name": "path",
+              "train_mask": np.array([1, 1, 0, 0], bool),
+              "val_mask": np.array([0, 0, 1, 0], bool), "test_mask": np.zeros(4, bool)}
     fields.update(changes)
     return Graph(**fields)
 

@@ -115,7 +115,8 @@ def test_unreachable_host_says_so(tmp_path, only_verified):
     only_verified(tmp_path, {})
 
 
-def test_failure_inside_progress_callback_leaves_no_partial_file(scripted_server, tmp_path, only_verified):
+def test_failure_inside_progress_callback_leaves_no_partial_file(scripted_server, tmp_path,
+                                                                only_verified):
     base, _ = scripted_server({"f.bin": [("ok", BODY)]})
 
     def interrupt(done, total, name):
@@ -146,6 +147,14 @@ def test_folder_mirror_with_bad_file_leaves_nothing(tmp_path, only_verified):
     with pytest.raises(DownloadError, match=r"g\.bin not found in mirror folder"):
         fetch(tmp_path / "mirror" / "g.bin", tmp_path / "cache" / "g.bin", DIGEST)
     only_verified(tmp_path / "cache", {})
+
+
+def test_missing_or_malformed_checksum_refuses_before_touching_anything(tmp_path):
+    (tmp_path / "f.bin").write_bytes(BODY)
+    for bad in (None, "", DIGEST.upper()[:10]):
+        with pytest.raises(ChecksumError, match=r"no valid SHA-256 given for f\.bin"):
+            fetch("http://127.0.0.1:1/f.bin", tmp_path / "f.bin", bad)
+    assert (tmp_path / "f.bin").read_bytes() == BODY  # the cached copy was not deleted
 
 
 def test_unsupported_scheme_is_refused(tmp_path):

@@ -91,7 +91,7 @@ def test_labels_from_npy_and_text(tmp_path):
 def test_user_graph_assembles_everything(tmp_path):
     edges = write(tmp_path / "edges.csv", "0,1,0.5\n1,0,9\n1,2,1\n2,2,1\n0,1,7\n")
     np.save(tmp_path / "x.npy", np.eye(4))
-    labels = write(tmp_path / "y.csv", "\n".join(["0", "1", "0", "1"]))
+    labels = write(tmp_path / "y.csv", "0\n1\n0\n1")
     g = load_user_graph(edges, tmp_path / "x.npy", labels, num_train_per_class=1, num_val=1,
                         num_test=1, seed=0)
     assert (g.num_nodes, g.num_classes, g.name) == (4, 2, "edges")

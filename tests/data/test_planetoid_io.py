@@ -51,7 +51,8 @@ class Payload:
 
 @pytest.mark.parametrize("make_payload, refused", [
     (lambda marker: Payload(os.system, f"touch {marker}"), r"(posix|nt|os)\.system"),
-    (lambda marker: Payload(eval, f"open({str(marker)!r}, 'w')"), r"(__builtin__|builtins)\.eval"),
+    (lambda marker: Payload(eval, f"open({str(marker)!r}, 'w')"),
+     r"(__builtin__|builtins)\.eval"),
 ])
 def test_code_carrying_pickle_is_refused_and_never_runs(tiny_folder, tmp_path, make_payload,
                                                         refused):
@@ -100,7 +101,8 @@ def test_malformed_files_raise_data_error_naming_the_file(tiny_folder, key, cont
 
 
 def test_edge_to_missing_node_is_refused(tiny_folder):
-    graph = collections.defaultdict(list, {0: [1], 1: [0, 99]})  # no bytes: plain pickle is Py2-like
+    # No byte strings inside, so a plain Python 3 pickle has the Python 2 globals.
+    graph = collections.defaultdict(list, {0: [1], 1: [0, 99]})
     (tiny_folder / "ind.tiny.graph").write_bytes(pickle.dumps(graph, protocol=2))
     with pytest.raises(DataError, match=r"ind\.tiny\.graph: node id 99 out of range for 8 nodes"):
         read_planetoid(tiny_folder, "tiny")
@@ -144,5 +146,5 @@ def test_real_files_match_the_reference_implementation(name, real_planetoid):
     features, labels, pairs = reference_planetoid(real_planetoid, name)
     assert abs(g.x - features).sum() == 0
     np.testing.assert_array_equal(g.y, labels)
-    assert set(zip(*g.edge_index.tolist())) == pairs
+    assert set(zip(*g.edge_index.tolist(), strict=True)) == pairs
     assert g.num_edges == len(pairs)

@@ -88,3 +88,4 @@ def test_moons_circles_blobs_shapes_labels_and_geometry():
     np.testing.assert_allclose([x[y == k].mean(axis=0) for k in (0, 1)], centres, atol=0.15)
     x2, y2 = make_blobs(400, centers=centres, std=0.5, seed=0)
     np.testing.assert_array_equal(x, x2)
+    np.testing.assert_array_equal(y, y2)

@@ -7,8 +7,14 @@ import pytest
 import scipy.sparse as sp
 
 from mgsparse.data.synthetic import karate_club
-from mgsparse.data.transforms import (apply_split, default_split_sizes, full_split,
-                                      normalize_features, public_split, random_split)
+from mgsparse.data.transforms import (
+    apply_split,
+    default_split_sizes,
+    full_split,
+    normalize_features,
+    public_split,
+    random_split,
+)
 from mgsparse.errors import ConfigError, DataError
 
 X = np.array([[1.0, 3.0, 0.0], [0.0, 0.0, 0.0], [2.0, 2.0, 4.0]], dtype=np.float32)
@@ -50,7 +56,7 @@ def test_random_split_sizes_balance_seed_and_no_unlabelled():
     assert not (train | val | test)[y == -1].any()
     again = random_split(y, num_train_per_class=5, num_val=30, num_test=40, seed=7)
     other = random_split(y, num_train_per_class=5, num_val=30, num_test=40, seed=8)
-    assert all((a == b).all() for a, b in zip((train, val, test), again))
+    assert all((a == b).all() for a, b in zip((train, val, test), again, strict=True))
     assert not (train == other[0]).all()
 
 

@@ -9,6 +9,7 @@ from mgsparse import gradcheck
 from mgsparse.engine import Tensor
 from mgsparse.sparse import SPARSE_OPS, analytic_grads, scalar_grads
 
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(1234)

@@ -7,14 +7,15 @@ import pytest
 import scipy.sparse as sp
 
 from mgsparse.engine import Tensor
-from mgsparse.errors import ShapeError
+from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.sparse import DEFAULT_SPARSITY_THRESHOLD, SparseTensor, as_operand
 
 
 def matrix(density: float) -> np.ndarray:
     """A 10 × 10 matrix with exactly density·100 nonzeros."""
+    count = round(density * 100)
     out = np.zeros(100, dtype=np.float32)
-    out[: int(round(density * 100))] = np.arange(1, int(round(density * 100)) + 1)
+    out[:count] = np.arange(1, count + 1)
     return out.reshape(10, 10)
 
 
@@ -61,11 +62,11 @@ def test_a_model_code_path_runs_on_either_operand():
     np.testing.assert_array_equal((sparse @ X).data, (dense @ X).data)
 
 
-@pytest.mark.parametrize("args, message", [
-    ((np.ones((3, 3)), 1.5), "sparsity_threshold must be in [0, 1], got 1.5"),
-    ((np.ones(3), 0.1), "as_operand needs a 2-d matrix, got shape (3,)"),
+@pytest.mark.parametrize("args, error, message", [
+    ((np.ones((3, 3)), 1.5), HyperparameterError, "sparsity_threshold must be in [0, 1], got 1.5"),
+    ((np.ones(3), 0.1), ShapeError, "as_operand needs a 2-d matrix, got shape (3,)"),
 ])
-def test_bad_arguments(args, message):
-    with pytest.raises(ShapeError) as info:
+def test_bad_arguments(args, error, message):
+    with pytest.raises(error) as info:
         as_operand(*args)
     assert message in str(info.value)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mgsparse.engine import Tensor
-from mgsparse.errors import ShapeError
+from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.sparse import SPARSE_OPS, SparseTensor, ops, sddmm, sparse_dropout, spmm
 
 OPS = [name for name, case in SPARSE_OPS.items() if case.group == "ops"]
@@ -166,7 +166,7 @@ def test_sparse_dropout_drops_values_only(rng):
     np.testing.assert_allclose(D.values.data[kept], 1 / 0.75)
     assert sparse_dropout(A, 0.5, training=False, rng=rng) is A
     assert sparse_dropout(A, 0.0, rng=rng) is A
-    with pytest.raises(ShapeError, match=r"sparse_dropout: probability must be in \[0, 1\), got 1"):
+    with pytest.raises(HyperparameterError, match=r"sparse_dropout: probability must be in \[0, 1\), got 1"):
         sparse_dropout(A, 1, rng=rng)
 
 

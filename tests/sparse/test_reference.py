@@ -11,8 +11,15 @@ from mgsparse import gradcheck
 from mgsparse.engine import Tensor, Value
 from mgsparse.errors import GradcheckError, MgsparseError
 from mgsparse.sparse import (
-    FALLBACK_MAX_NNZ, SPARSE_OPS, ScalarFallbackWarning, SparseTensor, analytic_grads, graph, ops,
-    scalar_grads, spmm,
+    FALLBACK_MAX_NNZ,
+    SPARSE_OPS,
+    ScalarFallbackWarning,
+    SparseTensor,
+    analytic_grads,
+    graph,
+    ops,
+    scalar_grads,
+    spmm,
 )
 from mgsparse.sparse import reference as ref
 from mgsparse.sparse.cases import random_pattern

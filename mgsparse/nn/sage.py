@@ -1,0 +1,128 @@
+"""GraphSAGE with the mean aggregator (Hamilton et al., NeurIPS 2017): `SAGEConv`, `GraphSAGE`.
+
+    h'_i = W_r h_i + W_n · mean_{j → i} h_j + b          (optionally h'_i / ‖h'_i‖₂)
+
+The mean over i's neighbours is one sparse product with the row-normalised adjacency
+D⁻¹A (`mean_adjacency`), a constant the layer builds once per graph and caches, as
+GCNConv caches Â. Unlike GCN the node itself is not mixed into the mean: it has its own
+weight W_r (the "root weight"), so a node can keep what it knows apart from its neighbours.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mgsparse.engine import Tensor
+from mgsparse.errors import HyperparameterError
+from mgsparse.nn.gat import check_edge_index
+from mgsparse.nn.layers import glorot_
+from mgsparse.nn.models import dropout, get_activation
+from mgsparse.nn.module import Module, ModuleList, Parameter
+from mgsparse.sparse import SparseTensor
+
+NORM_EPS = 1e-12  # inside the square root: ‖0‖ has a finite gradient
+
+
+def mean_adjacency(edge_index: np.ndarray, num_nodes: int, dtype: Any = np.float32) -> SparseTensor:
+    """D⁻¹A with row i holding 1/deg_in(i) at each source j of an edge j → i.
+
+    (D⁻¹A · H)_i is then the mean of i's neighbours' rows; a node without incoming edges
+    gets an empty row (mean 0). A repeated edge counts as often as it is listed.
+    """
+    source, target = edge_index
+    A = SparseTensor.from_edge_index(np.stack([target, source]), num_nodes,
+                                     dtype=dtype).coalesce()
+    degree = np.bincount(A.row, weights=A.values.data, minlength=num_nodes)
+    return A.with_values((A.values.data / degree[A.row]).astype(dtype))
+
+
+def l2_normalize(x: Tensor) -> Tensor:
+    """Each row divided by its Euclidean norm, x_i / sqrt(‖x_i‖² + ε)."""
+    return x / ((x * x).sum(axis=1, keepdims=True) + NORM_EPS).sqrt()
+
+
+class SAGEConv(Module):
+    """One GraphSAGE layer with mean aggregation (formula in the module docstring).
+
+    `forward(x, edge_index)`: `x` dense (N, F_in) or sparse features, `edge_index` (2, E),
+    row 0 the source and row 1 the target. Each weight is applied before the sparse product,
+    so the product runs on F_out columns. `normalize` L2-normalises each output row.
+    """
+
+    def __init__(self, in_features: int, out_features: int, root_weight: bool = True,
+                 normalize: bool = False, bias: bool = True, cached: bool = True,
+                 rng: np.random.Generator | None = None, dtype: Any = np.float32):
+        super().__init__()
+        if in_features < 1 or out_features < 1:
+            raise HyperparameterError(f"SAGEConv needs positive sizes, got in_features="
+                                      f"{in_features}, out_features={out_features}")
+        self.in_features, self.out_features = int(in_features), int(out_features)
+        self.normalize, self.cached = normalize, cached
+        shape = (in_features, out_features)
+        self.weight_neighbors = Parameter(glorot_(shape, rng, dtype), dtype=dtype)
+        self.weight_root = Parameter(glorot_(shape, rng, dtype), dtype=dtype) if root_weight else None
+        self.bias = Parameter(np.zeros(out_features), dtype=dtype) if bias else None
+        self._mean_adj: tuple[Any, int, SparseTensor] | None = None  # (edge_index, N, D⁻¹A)
+
+    def mean_adj(self, edge_index: Any, num_nodes: int) -> SparseTensor:
+        cache = self._mean_adj
+        if cache is not None and cache[0] is edge_index and cache[1] == num_nodes:
+            return cache[2]
+        edges = check_edge_index(edge_index, num_nodes, "SAGEConv")
+        mean = mean_adjacency(edges, num_nodes, self.weight_neighbors.dtype)
+        if self.cached:  # holding edge_index keeps the identity test sound
+            self._mean_adj = (edge_index, num_nodes, mean)
+        return mean
+
+    def forward(self, x: Tensor | SparseTensor, edge_index: Any) -> Tensor:
+        out = self.mean_adj(edge_index, x.shape[0]) @ (x @ self.weight_neighbors)  # (N, F_out)
+        if self.weight_root is not None:
+            out = out + x @ self.weight_root
+        if self.bias is not None:
+            out = out + self.bias
+        return l2_normalize(out) if self.normalize else out
+
+    def extra_repr(self) -> str:
+        return (f"{self.in_features}, {self.out_features}, root_weight="
+                f"{self.weight_root is not None}, normalize={self.normalize}")
+
+
+class GraphSAGE(Module):
+    """`layers` SAGEConvs (mean aggregator), dropout before each, an activation between them.
+
+    `normalize` L2-normalises the hidden layers' outputs (never the logits, whose scale the
+    softmax needs). `forward(x, adj)` returns logits (N, num_classes); as for `GAT`, an
+    `edge_index` given at construction binds the model to that graph and `adj` is ignored.
+    """
+
+    def __init__(self, in_features: int, hidden: int, num_classes: int, layers: int = 2,
+                 dropout: float = 0.5, activation: str = "relu", normalize: bool = False,
+                 edge_index: np.ndarray | None = None,
+                 rng: np.random.Generator | None = None, dtype: Any = np.float32):
+        super().__init__()
+        if layers < 1:
+            raise HyperparameterError(f"GraphSAGE needs at least one layer, got {layers}")
+        self.rng = rng if rng is not None else np.random.default_rng()
+        widths = [in_features] + [hidden] * (layers - 1) + [num_classes]
+        last = layers - 1
+        self.convs = ModuleList(SAGEConv(a, b, normalize=normalize and i < last, rng=self.rng,
+                                         dtype=dtype)
+                                for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])))
+        self.p, self.act_name = float(dropout), activation
+        self.act = get_activation(activation)
+        self.edge_index = None if edge_index is None else np.asarray(edge_index)
+
+    def forward(self, x: Tensor | SparseTensor, adj: Any = None) -> Tensor:
+        edge_index = self.edge_index if self.edge_index is not None else adj
+        last = len(self.convs) - 1
+        for i, conv in enumerate(self.convs):
+            x = conv(dropout(x, self.p, self.training, self.rng), edge_index)
+            if i < last:
+                x = self.act(x)
+        return x
+
+    def extra_repr(self) -> str:
+        bound = "" if self.edge_index is None else f", edges={self.edge_index.shape[1]}"
+        return f"dropout={self.p}, activation={self.act_name}{bound}"

@@ -1,0 +1,103 @@
+"""Pictures of a point-cloud run: the decision boundary of the best model next to its loss curve.
+
+matplotlib is an optional extra (`pip install 'mgsparse[plot]'`), imported only when a picture
+is asked for, so the library and the CLI load without it. The figure is drawn on a bare
+`matplotlib.figure.Figure` (no pyplot): no global state, no GUI backend, safe in a thread.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mgsparse.config import POINT_CLOUD_DATASETS
+from mgsparse.errors import ConfigError, DataError, MgsparseError
+from mgsparse.train import RunResult, TrainResult
+from mgsparse.train_points import load_points, predict_points, restore_point_model
+
+INSTALL_HINT = "pip install 'mgsparse[plot]'"
+FORMATS = (".png", ".svg", ".pdf")
+GRID_STEPS = 300  # grid points per axis for the decision regions
+COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+          "#7f7f7f", "#bcbd22", "#17becf")
+
+
+def require_matplotlib() -> Any:
+    """The `matplotlib.figure` module, or an MgsparseError saying how to install it."""
+    try:
+        return importlib.import_module("matplotlib.figure")
+    except ImportError:
+        raise MgsparseError(f"plotting needs matplotlib, which is not installed: "
+                            f"{INSTALL_HINT}") from None
+
+
+def check_plot_target(path: str | Path, dataset: str) -> None:
+    """Fail before training, not after: a point-cloud dataset, a known format, matplotlib."""
+    if dataset not in POINT_CLOUD_DATASETS:
+        raise ConfigError(f"a decision-boundary plot needs a point-cloud dataset "
+                          f"({', '.join(POINT_CLOUD_DATASETS)}), not {dataset!r}")
+    if Path(path).suffix.lower() not in FORMATS:
+        raise ConfigError(f"plot file {str(path)!r} must end in {', '.join(FORMATS)}")
+    require_matplotlib()
+
+
+def save_training_plot(result: TrainResult, path: str | Path) -> Path:
+    """Draw the first finished run: its best model's decision regions with the train and test
+    points (left), its training and validation loss per epoch (right). Returns the path."""
+    path = Path(path)
+    check_plot_target(path, result.config.dataset.name)
+    run = next((r for r in result.runs if r.state), None)
+    if run is None:
+        raise MgsparseError("nothing to plot: no run finished an epoch with a finite loss")
+    figure_module = require_matplotlib()
+    fig = figure_module.Figure(figsize=(11, 4.5), layout="constrained")
+    boundary, losses = fig.subplots(1, 2)
+    _draw_boundary(boundary, result, run)
+    _draw_losses(losses, run)
+    try:
+        fig.savefig(path, dpi=110, format=path.suffix.lower()[1:])
+    except OSError as e:
+        raise DataError(f"cannot write plot {path}: {e.strerror or e}") from None
+    return path
+
+
+def _draw_boundary(ax: Any, result: TrainResult, run: RunResult) -> None:
+    config = result.config
+    X_train, y_train, X_val, y_val, X_test, y_test = load_points(config.dataset)
+    model, head = restore_point_model(config, run.state)
+    every = np.vstack([X_train, X_val, X_test])
+    lo, hi = every.min(axis=0) - 0.5, every.max(axis=0) + 0.5
+    gx, gy = np.meshgrid(np.linspace(lo[0], hi[0], GRID_STEPS),
+                         np.linspace(lo[1], hi[1], GRID_STEPS))
+    regions = predict_points(model, head, np.c_[gx.ravel(), gy.ravel()]).reshape(gx.shape)
+    num_classes = head.num_classes
+    colors = [COLORS[c % len(COLORS)] for c in range(num_classes)]
+    from matplotlib.colors import ListedColormap
+
+    ax.contourf(gx, gy, regions, levels=np.arange(num_classes + 1) - 0.5,
+                cmap=ListedColormap(colors), alpha=0.25)
+    for c in range(num_classes):
+        ax.scatter(*X_train[y_train == c].T, s=10, color=colors[c], label=f"train, class {c}")
+        ax.scatter(*X_test[y_test == c].T, s=28, color=colors[c], marker="x",
+                   label=f"test, class {c}")
+    ax.set_title(f"{config.model.kind.upper()} on {config.dataset.name}: test accuracy "
+                 f"{run.test_acc:.1%} (seed {run.seed}, best epoch {run.best_epoch})")
+    ax.set_xlabel("x1")
+    ax.set_ylabel("x2")
+    ax.legend(loc="best", fontsize="small")
+
+
+def _draw_losses(ax: Any, run: RunResult) -> None:
+    epochs = [row.epoch for row in run.rows]
+    ax.plot(epochs, [row.loss for row in run.rows], label="training loss (mean over batches)")
+    ax.plot(epochs, [row.val_loss for row in run.rows], label="validation loss")
+    ax.axvline(run.best_epoch, color="grey", linestyle="--", label=f"best epoch {run.best_epoch}")
+    positive = all(row.loss > 0 and row.val_loss > 0 for row in run.rows)
+    ax.set_yscale("log" if positive else "linear")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("loss")
+    ax.set_title("loss per epoch")
+    ax.legend(loc="best", fontsize="small")
