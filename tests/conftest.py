@@ -1,6 +1,13 @@
-"""Fixtures shared by the whole suite: a seeded generator and float64 tensor factories."""
+"""Fixtures shared by the whole suite: a seeded generator, float64 tensor factories, and a
+loopback HTTP server over the real Planetoid files in ../shared/planetoid."""
 
 from __future__ import annotations
+
+import os
+import threading
+from contextlib import ExitStack, contextmanager
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,3 +29,69 @@ def tensor64(rng):
         return Tensor(rng.uniform(low, high, shape), requires_grad=requires_grad)
 
     return make
+
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_PLANETOID = REPO_ROOT.parent / "shared" / "planetoid"
+
+
+def require_real_data() -> Path:
+    """The real Planetoid folder; skip without it, unless MGSPARSE_REQUIRE_REAL_DATA=1 (CI),
+    where its absence is a failure."""
+    if (SHARED_PLANETOID / "ind.cora.x").is_file():
+        return SHARED_PLANETOID
+    message = f"real Planetoid files not found in {SHARED_PLANETOID}"
+    if os.environ.get("MGSPARSE_REQUIRE_REAL_DATA") == "1":
+        pytest.fail(message + " (MGSPARSE_REQUIRE_REAL_DATA=1)")
+    pytest.skip(message)
+
+
+# --- loopback servers ---------------------------------------------------------------------------
+
+@contextmanager
+def serve(handler_class):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler_class)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+@pytest.fixture
+def serve_folder():
+    """Factory: serve a folder over loopback HTTP; returns (base_url, request_log)."""
+    with ExitStack() as stack:
+        def start(folder: Path):
+            log: list[str] = []
+
+            class Handler(SimpleHTTPRequestHandler):
+                def __init__(self, *args, **kwargs):
+                    super().__init__(*args, directory=str(folder), **kwargs)
+
+                def do_GET(self):
+                    log.append(self.path)
+                    super().do_GET()
+
+                def log_message(self, *args):
+                    pass
+
+            return stack.enter_context(serve(Handler)), log
+
+        yield start
+
+
+@pytest.fixture
+def real_planetoid() -> Path:
+    """The folder of real Planetoid files (skip, or fail under MGSPARSE_REQUIRE_REAL_DATA=1)."""
+    return require_real_data()
+
+
+@pytest.fixture
+def planetoid_mirror(serve_folder):
+    """The real ../shared/planetoid over loopback HTTP: (base_url, request_log)."""
+    return serve_folder(require_real_data())

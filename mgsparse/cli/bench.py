@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich import box
 from rich.table import Table
 
 from mgsparse import bench as lib
@@ -25,6 +26,10 @@ MB = lib.MB
 
 def _mb(num_bytes: float) -> str:
     return f"{num_bytes / MB:,.2f}"
+
+
+def _mb1(num_bytes: float) -> str:
+    return f"{num_bytes / MB:,.1f}"
 
 
 def _ms(value: float) -> str:
@@ -66,18 +71,19 @@ def equivalence_line(eq: lib.Equivalence) -> str:
 
 def sweep_table(s: lib.SweepResult) -> Table:
     table = Table(title=f"scaling sweep: GCN step on synthetic SBM graphs (median of "
-                        f"{s.repeat} steps; dense budget {s.memory_budget_mb:,.0f} MB)")
-    for column in ("nodes", "Â nnz", "sparse ms", "sparse IQR", "sparse peak MB", "dense ms",
-                   "dense peak MB", "dense/sparse time", "dense/sparse memory"):
+                        f"{s.repeat} steps; dense budget {s.memory_budget_mb:,.0f} MB)",
+                  box=box.SIMPLE_HEAD)
+    for column in ("nodes", "Â nnz", "sparse\nms", "sparse\nIQR ms", "sparse\npeak MB",
+                   "dense\nms", "dense\npeak MB", "dense/sparse\ntime", "dense/sparse\nmemory"):
         table.add_column(column, justify="right")
     for p in s.points:
         sp_, d = p.sparse, p.dense
-        dense_cells = ([_ms(d.step_ms_median), _mb(d.traced_peak_bytes),
+        dense_cells = ([_ms(d.step_ms_median), _mb1(d.traced_peak_bytes),
                         f"{d.step_ms_median / sp_.step_ms_median:.1f}x",
                         f"{d.traced_peak_bytes / max(sp_.traced_peak_bytes, 1):.1f}x"]
-                       if d else [f"skipped (~{p.dense_estimate_bytes / MB:,.0f} MB)", "", "", ""])
+                       if d else ["skipped", "", "", ""])
         table.add_row(f"{p.num_nodes:,}", f"{p.adjacency_nnz:,}", _ms(sp_.step_ms_median),
-                      _ms(sp_.step_ms_iqr), _mb(sp_.traced_peak_bytes), *dense_cells)
+                      _ms(sp_.step_ms_iqr), _mb1(sp_.traced_peak_bytes), *dense_cells)
     return table
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.engine import Tensor
+from mgsparse.engine import Tensor, concatenate
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn.gat import check_edge_index
 from mgsparse.nn.layers import glorot_
@@ -47,8 +47,9 @@ class SAGEConv(Module):
     """One GraphSAGE layer with mean aggregation (formula in the module docstring).
 
     `forward(x, edge_index)`: `x` dense (N, F_in) or sparse features, `edge_index` (2, E),
-    row 0 the source and row 1 the target. Each weight is applied before the sparse product,
-    so the product runs on F_out columns. `normalize` L2-normalises each output row.
+    row 0 the source and row 1 the target. The weights are applied before the mean (both
+    linear), so the neighbour product runs on F_out columns, and side by side, so the input
+    features are read once. `normalize` L2-normalises each output row.
     """
 
     def __init__(self, in_features: int, out_features: int, root_weight: bool = True,
@@ -77,9 +78,12 @@ class SAGEConv(Module):
         return mean
 
     def forward(self, x: Tensor | SparseTensor, edge_index: Any) -> Tensor:
-        out = self.mean_adj(edge_index, x.shape[0]) @ (x @ self.weight_neighbors)  # (N, F_out)
-        if self.weight_root is not None:
-            out = out + x @ self.weight_root
+        mean, f = self.mean_adj(edge_index, x.shape[0]), self.out_features
+        if self.weight_root is None:
+            out = mean @ (x @ self.weight_neighbors)  # (N, F_out)
+        else:  # one pass over the (often sparse, wide) features for both weights
+            h = x @ concatenate([self.weight_neighbors, self.weight_root], axis=1)  # (N, 2·F_out)
+            out = mean @ h[:, :f] + h[:, f:]
         if self.bias is not None:
             out = out + self.bias
         return l2_normalize(out) if self.normalize else out

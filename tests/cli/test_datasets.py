@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import socket
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -12,19 +10,6 @@ from typer.testing import CliRunner
 import mgsparse.cli.datasets  # noqa: F401  (registers the `datasets` commands)
 from mgsparse.cli import app
 
-
-def _data_fixtures():
-    """The loopback-server fixtures of tests/data/conftest.py (one implementation, shared;
-    a conftest is only visible to tests below its own folder)."""
-    path = Path(__file__).resolve().parents[1] / "data" / "conftest.py"
-    spec = importlib.util.spec_from_file_location("data_test_fixtures", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_fixtures = _data_fixtures()
-serve_folder, planetoid_mirror = _fixtures.serve_folder, _fixtures.planetoid_mirror
 runner = CliRunner()
 
 

@@ -142,3 +142,23 @@ def test_ctrl_c_ends_the_run_cleanly_and_keeps_metrics(tmp_path):
     run0 = metrics["runs"][0]
     assert run0["status"] == "interrupted" and len(run0["epochs"]) > 0
     assert metrics["summary"]["status"] == "interrupted"
+
+
+@pytest.fixture
+def mirror_env(planetoid_mirror, monkeypatch, tmp_path_factory):
+    """The real Planetoid files behind a loopback server; a fresh download cache per module."""
+    url, _ = planetoid_mirror
+    monkeypatch.setenv("MGSPARSE_PLANETOID_URL", url)
+    monkeypatch.setenv("MGSPARSE_DATA", str(tmp_path_factory.mktemp("datasets")))
+    return url
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, floor", [("cora", 0.810), ("citeseer", 0.700)])
+def test_gcn_reaches_the_paper_accuracy_over_ten_seeds(mirror_env, name, floor):
+    """Kipf & Welling report 81.5% (Cora) and 70.3% (CiteSeer)."""
+    result = run("train", ROOT / "configs" / f"{name}.yaml", "--runs", "10", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["runs"] == 10
+    assert summary["test_acc_mean"] >= floor, summary

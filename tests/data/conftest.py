@@ -6,12 +6,11 @@ from __future__ import annotations
 import collections
 import hashlib
 import io
-import os
 import pickle
 import struct
 import threading
-from contextlib import ExitStack, contextmanager
-from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import ExitStack
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import ClassVar
 
@@ -20,20 +19,7 @@ import pytest
 import scipy.sparse as sp
 
 from mgsparse.data import planetoid
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SHARED_PLANETOID = REPO_ROOT.parent / "shared" / "planetoid"
-
-
-def require_real_data() -> Path:
-    """The real Planetoid folder; skip without it, unless MGSPARSE_REQUIRE_REAL_DATA=1 (CI),
-    where its absence is a failure."""
-    if (SHARED_PLANETOID / "ind.cora.x").is_file():
-        return SHARED_PLANETOID
-    message = f"real Planetoid files not found in {SHARED_PLANETOID}"
-    if os.environ.get("MGSPARSE_REQUIRE_REAL_DATA") == "1":
-        pytest.fail(message + " (MGSPARSE_REQUIRE_REAL_DATA=1)")
-    pytest.skip(message)
+from tests.conftest import SHARED_PLANETOID, require_real_data, serve  # noqa: F401
 
 
 def sha256(data: bytes) -> str:
@@ -53,57 +39,6 @@ def assert_only_verified(folder: Path, expected: dict[str, str]) -> None:
 def only_verified():
     """``only_verified(folder, {name: sha256})``: assert no partial or unverified file."""
     return assert_only_verified
-
-
-# --- loopback servers ---------------------------------------------------------------------------
-
-@contextmanager
-def serve(handler_class):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler_class)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-
-@pytest.fixture
-def serve_folder():
-    """Factory: serve a folder over loopback HTTP; returns (base_url, request_log)."""
-    with ExitStack() as stack:
-        def start(folder: Path):
-            log: list[str] = []
-
-            class Handler(SimpleHTTPRequestHandler):
-                def __init__(self, *args, **kwargs):
-                    super().__init__(*args, directory=str(folder), **kwargs)
-
-                def do_GET(self):
-                    log.append(self.path)
-                    super().do_GET()
-
-                def log_message(self, *args):
-                    pass
-
-            return stack.enter_context(serve(Handler)), log
-
-        yield start
-
-
-@pytest.fixture
-def real_planetoid() -> Path:
-    """The folder of real Planetoid files (skip, or fail under MGSPARSE_REQUIRE_REAL_DATA=1)."""
-    return require_real_data()
-
-
-@pytest.fixture
-def planetoid_mirror(serve_folder):
-    """The real ../shared/planetoid over loopback HTTP: (base_url, request_log)."""
-    return serve_folder(require_real_data())
 
 
 # Scripted misbehaviour: each route is a list of steps, consumed one per request (the last
