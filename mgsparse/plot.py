@@ -66,7 +66,7 @@ def save_training_plot(result: TrainResult, path: str | Path) -> Path:
 
 def _draw_boundary(ax: Any, result: TrainResult, run: RunResult) -> None:
     config = result.config
-    X_train, y_train, X_val, y_val, X_test, y_test = load_points(config.dataset)
+    X_train, y_train, X_val, _, X_test, y_test = load_points(config.dataset)
     model, head = restore_point_model(config, run.state)
     every = np.vstack([X_train, X_val, X_test])
     lo, hi = every.min(axis=0) - 0.5, every.max(axis=0) + 0.5

@@ -15,8 +15,8 @@ The head decides the loss and the prediction:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -114,7 +114,7 @@ def build_point_model(config: Config, rng: np.random.Generator) -> tuple[MLP, Po
     return model, head
 
 
-def _loader(config: Config, X: np.ndarray, y: np.ndarray, seed: int) -> DataLoader:
+def point_loader(config: Config, X: np.ndarray, y: np.ndarray, seed: int) -> DataLoader:
     """Shuffled mini-batches from their own generator, so shuffling never shifts the init."""
     batch_size = config.train.batch_size or len(y)
     return DataLoader(TensorDataset(X, y), batch_size=batch_size, shuffle=True,
@@ -173,7 +173,7 @@ def fit_points_run(config: Config, data: tuple[np.ndarray, ...], seed: int,
     """Train one MLP from `seed` (init and shuffling); keep the lowest-validation-loss params."""
     model, head = build_point_model(config, np.random.default_rng(seed))
     optimizer = build_optimizer(config.optim, model)
-    loader = _loader(config, data[0], data[1], seed)
+    loader = point_loader(config, data[0], data[1], seed)
     clip = config.train.grad_clip_norm
     return run_epochs(config, model, seed, tracer,
                       step=lambda: train_epoch(model, head, loader, optimizer, clip),
@@ -216,7 +216,7 @@ def point_step_loss(config: Config) -> Tensor:
     fresh model, graph kept (for drawing it)."""
     data = load_points(config.dataset)
     model, head = build_point_model(config, np.random.default_rng(config.train.seed))
-    xb, yb = next(iter(_loader(config, data[0], data[1], config.train.seed)))
+    xb, yb = next(iter(point_loader(config, data[0], data[1], config.train.seed)))
     model.train()
     return head.loss_fn(model(Tensor(xb)), yb)
 
@@ -226,7 +226,7 @@ def measure_points_memory(config: Config) -> MemoryReport:
     data = load_points(config.dataset)
     model, head = build_point_model(config, np.random.default_rng(config.train.seed))
     optimizer = build_optimizer(config.optim, model)
-    xb, yb = next(iter(_loader(config, data[0], data[1], config.train.seed)))
+    xb, yb = next(iter(point_loader(config, data[0], data[1], config.train.seed)))
     with MemoryTracer(True) as tracer:
         tracer.sample()
         model.train()

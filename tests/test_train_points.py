@@ -14,8 +14,18 @@ from mgsparse.errors import ConfigError
 from mgsparse.optim import SGD
 from mgsparse.train import EpochRow
 from mgsparse.train_points import (
-    PLACEMENT, PointHead, _loader, build_point_model, evaluate_points, fit_points, load_points,
-    measure_points_memory, point_step_loss, predict_points, restore_point_model, train_epoch,
+    PLACEMENT,
+    PointHead,
+    build_point_model,
+    evaluate_points,
+    fit_points,
+    load_points,
+    measure_points_memory,
+    point_loader,
+    point_step_loss,
+    predict_points,
+    restore_point_model,
+    train_epoch,
 )
 from mgsparse.viz import summarize
 
@@ -114,7 +124,7 @@ def test_an_epoch_is_one_step_per_mini_batch_and_reports_the_sample_mean_loss():
     config = moons()
     data = load_points(config.dataset)
     model, head = build_point_model(config, np.random.default_rng(0))
-    loader = _loader(config, data[0], data[1], seed=0)
+    loader = point_loader(config, data[0], data[1], seed=0)
     optimizer = NoStep()
     loss, grad_norm = train_epoch(model, head, loader, optimizer, clip=None)
     assert optimizer.steps == len(loader) == 19  # ceil(600 / 32)
@@ -126,9 +136,9 @@ def test_an_epoch_is_one_step_per_mini_batch_and_reports_the_sample_mean_loss():
 def test_the_loader_shuffles_from_the_seed_and_sees_every_point_once():
     config = moons()
     data = load_points(config.dataset)
-    first = [yb for _, yb in _loader(config, data[0], data[1], seed=0)]
-    again = [yb for _, yb in _loader(config, data[0], data[1], seed=0)]
-    other = [yb for _, yb in _loader(config, data[0], data[1], seed=1)]
+    first = [yb for _, yb in point_loader(config, data[0], data[1], seed=0)]
+    again = [yb for _, yb in point_loader(config, data[0], data[1], seed=0)]
+    other = [yb for _, yb in point_loader(config, data[0], data[1], seed=1)]
     assert [len(b) for b in first] == [32] * 18 + [24]
     assert all(np.array_equal(a, b) for a, b in zip(first, again))
     assert not all(np.array_equal(a, b) for a, b in zip(first, other))
@@ -141,7 +151,7 @@ def test_clipping_bounds_each_step():
     model, head = build_point_model(config, np.random.default_rng(0))
     before = [p.data.copy() for p in model.parameters()]
     optimizer = SGD(model.parameters(), lr=1.0)  # plain SGD: the step is -lr·clipped grad
-    _, grad_norm = train_epoch(model, head, _loader(config, data[0], data[1], 0), optimizer,
+    _, grad_norm = train_epoch(model, head, point_loader(config, data[0], data[1], 0), optimizer,
                                clip=1e-3)
     moved = np.sqrt(sum(np.sum((p.data - b) ** 2) for p, b in zip(model.parameters(), before)))
     assert grad_norm > 1e-2  # the reported norm is the pre-clip one

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Group
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from mgsparse.cli.render import err_console, warn
 
-COLUMNS = ("run", "epoch", "loss", "train acc", "val acc", "val loss", "grad norm",
-           "adj nnz", "feat nnz", "mem MB", "peak MB", "ms")
+# Short headers so the table fits an 80-column terminal; the caption spells them out.
+COLUMNS = ("run", "epoch", "loss", "train", "val", "v.loss", "‖g‖", "Â nnz", "X nnz",
+           "MB", "peak", "ms")
+CAPTION = ("train/val: accuracy · v.loss: validation loss · ‖g‖: gradient norm before clipping · Â/X nnz: stored entries of "
+           "the adjacency/features over rows·cols · MB/peak: traced memory · ms: epoch time")
 MAX_ROWS = 20  # older rows scroll away; the summary keeps what matters
 
 
@@ -42,15 +47,19 @@ class TrainDisplay:
             self.progress.update(self.task, completed=self.done, total=self.done)
             self.live.update(self._render())
             self.live.__exit__(*exc)
+            if not err_console.is_terminal:
+                err_console.line()  # a log file gets the bar on a line of its own
 
     def _render(self) -> Group:
         table = Table(title=f"{self.config.model.kind.upper()} on {self.config.dataset.name}",
-                      title_justify="left")
-        for col in COLUMNS:
-            table.add_column(col, justify="right")
+                      title_justify="left",
+                      box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False)
+        skip = 0 if self.config.train.runs > 1 else 1  # the run column only when there are runs
+        for col in COLUMNS[skip:]:
+            table.add_column(col, justify="right", no_wrap=True)
         for row in self.rows[-MAX_ROWS:]:
-            table.add_row(*row)
-        return Group(table, self.progress)
+            table.add_row(*row[skip:])
+        return Group(table, Text(CAPTION, style="dim"), self.progress)
 
     def on_epoch(self, run_index: int, row, stats, alarms: list[str]) -> None:
         if not self.enabled:
@@ -64,5 +73,5 @@ class TrainDisplay:
                 f"{stats.mem_current_mb:.1f}", f"{stats.mem_peak_mb:.1f}")
             self.rows.append((str(run_index), str(row.epoch), f"{row.loss:.4f}",
                               f"{row.train_acc:.1%}", f"{row.val_acc:.1%}", f"{row.val_loss:.4f}",
-                              f"{row.grad_norm:.3f}", *self.ratios, *mem, f"{stats.epoch_ms:.2f}"))
+                              f"{row.grad_norm:.3f}", *self.ratios, *mem, f"{stats.epoch_ms:.1f}"))
             self.live.update(self._render())
