@@ -38,6 +38,7 @@ from mgsparse.data import Graph
 from mgsparse.engine import Tensor
 from mgsparse.errors import ConfigError, MgsparseError
 from mgsparse.nn import functional as F
+from mgsparse.plot import require_matplotlib
 from mgsparse.problem import Problem, build_model, build_optimizer, load_graph, prepare
 from mgsparse.sparse import SparseTensor
 from mgsparse.train import train_step
@@ -429,47 +430,29 @@ def _fit(points: list[SweepPoint], budget_mb: float, repeat: int, warmup: int) -
 # ---------------------------------------------------------------- plot
 
 
-class PlotUnavailable(MgsparseError):
-    """matplotlib (the optional `plot` extra) is not installed."""
-
-
-def require_matplotlib() -> Any:
-    """Import matplotlib with a file-only backend, or say how to install it."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise PlotUnavailable("plotting needs matplotlib, which is not installed: "
-                              "pip install 'mgsparse[plot]'") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
-
 def plot_sweep(result: SweepResult, path: str | Path) -> Path:
-    """A PNG: step time and traced peak against Â's nnz, log-log, sparse and dense."""
-    plt = require_matplotlib()
-    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for kind, marker in (("sparse", "o-"), ("dense", "s--")):
+    """A PNG: step time and traced peak against Â's nnz, log-log, sparse and dense.
+
+    matplotlib is the optional `plot` extra, imported here only (see `mgsparse.plot`)."""
+    fig = require_matplotlib().Figure(figsize=(11, 4.2), layout="constrained")
+    ax_t, ax_m = fig.subplots(1, 2)
+    for kind, style in (("sparse", "o-"), ("dense", "s--")):
         pts = [(p.adjacency_nnz, getattr(p, kind)) for p in result.points if getattr(p, kind)]
-        if not pts:
-            continue
-        nnz = [x for x, _ in pts]
-        ax_t.plot(nnz, [r.step_ms_median for _, r in pts], marker, label=kind)
-        ax_m.plot(nnz, [r.traced_peak_bytes / MB for _, r in pts], marker, label=kind)
-    slope = {"time": result.time_exponent, "memory": result.memory_exponent}
-    for ax, what, unit in ((ax_t, "time", "step time (ms)"), (ax_m, "memory", "traced peak (MB)")):
-        k = slope[what]
-        ax.set(xscale="log", yscale="log", xlabel="stored entries of Â (nnz)", ylabel=unit,
-               title=f"sparse {what} ∝ nnz^{k:.2f}" if k is not None else unit)
+        if pts:
+            nnz = [x for x, _ in pts]
+            ax_t.plot(nnz, [r.step_ms_median for _, r in pts], style, label=kind)
+            ax_m.plot(nnz, [r.traced_peak_bytes / MB for _, r in pts], style, label=kind)
+    for ax, what, k in ((ax_t, "step time (ms)", result.time_exponent),
+                        (ax_m, "traced peak (MB)", result.memory_exponent)):
+        fitted = f"sparse ∝ nnz^{k:.2f}" if k is not None else "sparse"
+        ax.set(xscale="log", yscale="log", xlabel="stored entries of Â (nnz)", ylabel=what,
+               title=f"{what}: {fitted}")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
-    fig.suptitle("GCN training step: sparse vs dense, synthetic SBM graphs")
-    fig.tight_layout()
+    fig.suptitle("GCN training step on synthetic SBM graphs: sparse vs dense")
     path = Path(path)
     try:
-        fig.savefig(path, dpi=120)
+        fig.savefig(path, dpi=120, format="png")
     except OSError as err:
         raise MgsparseError(f"cannot write the plot to {path}: {err.strerror or err}") from None
-    finally:
-        plt.close(fig)
     return path

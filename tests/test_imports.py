@@ -70,3 +70,19 @@ def test_package_root_does_not_load_the_cli():
     loaded = set(json.loads(done.stdout))
     assert "mgsparse.engine" in loaded
     assert not {"typer", "rich", "mgsparse.cli"} & loaded
+
+
+# The run layer (train, bench, checks and their helpers) may use everything below it, but
+# never the CLI: the library never prints, and nothing imports `mgsparse.cli`.
+RUN_LAYER = ["problem", "train", "monitor", "outputs", "checks", "bench", "viz",
+             "train_points", "plot"]
+
+
+@pytest.mark.parametrize("module", RUN_LAYER)
+def test_run_layer_never_loads_the_cli(module):
+    if importlib.util.find_spec(f"mgsparse.{module}") is None:
+        pytest.skip(f"mgsparse.{module} does not exist yet")
+    loaded = loaded_modules(f"mgsparse.{module}")
+    offenders = sorted(m for m in loaded if m.split(".")[0] in {"typer", "rich"}
+                       or m == "mgsparse.cli" or m.startswith("mgsparse.cli."))
+    assert offenders == [], f"mgsparse.{module} imports {offenders}"
