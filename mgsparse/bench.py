@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from mgsparse.config import Config, config_from_dict, load_config
+from mgsparse.config import POINT_CLOUD_DATASETS, Config, config_from_dict, load_config
 from mgsparse.data import Graph
 from mgsparse.engine import Tensor
 from mgsparse.errors import ConfigError, MgsparseError
@@ -204,11 +204,15 @@ def bench_config(dataset: str | None = None, config_path: str | Path | None = No
                  overrides: Sequence[str] = ()) -> Config:
     """The run's config: a YAML file, or the defaults for `dataset` (cora when neither is
     given); `dataset` also overrides the file's dataset. Only GCN on a graph is benched."""
-    overrides = list(overrides) + ([f"dataset.name={dataset}"] if dataset else [])
+    if dataset is not None and dataset.lower() in POINT_CLOUD_DATASETS:
+        raise ConfigError(f"dataset {dataset!r} has no graph to bench; "
+                          f"use one of {', '.join(GRAPH_DATASETS)}")
     if config_path is not None:
-        config = load_config(config_path, overrides)
+        named = [f"dataset.name={dataset}"] if dataset else []
+        config = load_config(config_path, list(overrides) + named)
     else:
-        config = config_from_dict({"dataset": {"name": "cora"}}, "--dataset", overrides)
+        config = config_from_dict({"dataset": {"name": dataset or "cora"}}, "--dataset",
+                                  overrides)
     if config.dataset.name not in GRAPH_DATASETS:
         raise ConfigError(f"dataset {config.dataset.name!r} has no graph to bench; "
                           f"use one of {', '.join(GRAPH_DATASETS)}")

@@ -110,7 +110,6 @@ class TrainConfig:
     grad_clip_norm: float | None = _num(1.0, gt=0)
     loss: Literal["cross_entropy", "bce", "mse"] = "cross_entropy"
     batch_size: int | None = _num(None, ge=1)
-    eval_every: int = _num(1, ge=1)
 
 
 @dataclass(frozen=True)

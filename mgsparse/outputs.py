@@ -92,20 +92,42 @@ def read_params(out_dir: str | Path, filename: str) -> dict[str, np.ndarray]:
 
 def evaluate_saved(out_dir: str | Path, progress: Any = None) -> list[dict[str, float]]:
     """Rebuild each saved run's model from metrics.json + params and evaluate it again."""
-    from mgsparse.config import config_from_dict
-    from mgsparse.problem import build_model, load_graph, prepare
-    from mgsparse.train import evaluate
+    from mgsparse.config import POINT_CLOUD_DATASETS, config_from_dict
 
     metrics = read_metrics(out_dir)
     config = config_from_dict(metrics["config"], source=str(Path(out_dir) / METRICS))
-    problem = prepare(config, load_graph(config.dataset, progress))
-    results = []
-    for run in metrics["runs"]:
-        if not run.get("params"):
-            continue
-        model = build_model(config.model, problem, np.random.default_rng(run["seed"]))
-        model.load_state_dict(read_params(out_dir, run["params"]))
-        results.append({"run": run["run"], "seed": run["seed"], **evaluate(model, problem)})
-    if not results:
+    saved = [run for run in metrics["runs"] if run.get("params")]
+    if not saved:
         raise DataError(f"{out_dir}: metrics.json lists no saved parameters")
-    return results
+    if config.dataset.name in POINT_CLOUD_DATASETS:
+        evaluate_run = _point_evaluator(config)
+    else:
+        evaluate_run = _graph_evaluator(config, progress)
+    return [{"run": run["run"], "seed": run["seed"],
+             **evaluate_run(run["seed"], read_params(out_dir, run["params"]))} for run in saved]
+
+
+def _graph_evaluator(config, progress):
+    from mgsparse.problem import build_model, load_graph, prepare
+    from mgsparse.train import evaluate
+
+    problem = prepare(config, load_graph(config.dataset, progress))
+
+    def evaluate_run(seed: int, state: dict) -> dict[str, float]:
+        model = build_model(config.model, problem, np.random.default_rng(seed))
+        model.load_state_dict(state)
+        return evaluate(model, problem)
+
+    return evaluate_run
+
+
+def _point_evaluator(config):
+    from mgsparse.train_points import evaluate_points, load_points, restore_point_model
+
+    data = load_points(config.dataset)
+
+    def evaluate_run(seed: int, state: dict) -> dict[str, float]:
+        model, head = restore_point_model(config, state)
+        return evaluate_points(model, head, data)
+
+    return evaluate_run

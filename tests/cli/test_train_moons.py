@@ -67,3 +67,15 @@ def test_plot_of_a_graph_dataset_is_a_usage_error(tmp_path):
     result = run("train", ROOT / "configs" / "karate.yaml", "--plot", tmp_path / "k.png")
     assert result.exit_code == 2
     assert "needs a point-cloud dataset" in result.output
+
+
+def test_evaluate_reloads_a_point_cloud_run(tmp_path):
+    out = tmp_path / "moons"
+    trained = run("train", MOONS, "--epochs", "5", "--quiet", "--out", out)
+    assert trained.exit_code == 0, trained.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    again = run("evaluate", out, "--json")
+    assert again.exit_code == 0, again.output
+    rows = json.loads(again.output)
+    assert rows[0]["test_acc"] == metrics["runs"][0]["test_acc"]
+    assert rows[0]["val_acc"] == metrics["runs"][0]["val_acc"]

@@ -1,0 +1,470 @@
+"""Gradient checks for every op and layer: the registry behind `mgsparse gradcheck`.
+
+Each `Case` builds float64 inputs from a seed and a size, computes an output y, and has the
+gradient of s = Σ w·y (w a fixed random weighting) compared with up to three oracles:
+
+- finite differences: (s(x + ε) − s(x − ε)) / 2ε through `mgsparse.gradcheck` (every case);
+- dense equivalent: the same math on densified sparse operands through the Tensor engine
+  alone (sparse ops, graph layers);
+- scalar: the computation recomputed entry by entry from micrograd `Value`s (dense and sparse
+  ops, small size only: the scalar engine is slow by design).
+
+An entry passes when |analytic − oracle| ≤ atol + rtol·|oracle|; the dense and scalar oracles
+also compare the output itself. A sparse op whose hand-written backward raised and was
+rescued by its scalar fallback fails: the fallback would hide the very bug a check looks for.
+Names are `group.op` (group: engine, sparse, nn); `select_ops` also takes a bare op name
+(`spmm`, or `relu` for both engine.relu and sparse.relu) or a whole group.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mgsparse.engine import Tensor, Value, concatenate, no_grad, stack
+from mgsparse.engine.gradcheck import gradcheck
+from mgsparse.errors import ConfigError
+from mgsparse.nn import GATConv, SAGEConv
+from mgsparse.nn.models import GCN
+from mgsparse.nn import functional as F
+from mgsparse.nn.conv import GCNConv
+from mgsparse.sparse import SPARSE_OPS, ScalarFallbackWarning, SparseTensor
+from mgsparse.sparse import analytic_grads, scalar_grads
+
+SIZES = ("small", "medium")
+DENSE_SIZES = {"small": (3, 4), "medium": (12, 16)}  # (n, m) of a dense operand
+LAYER_SIZES = {"small": (6, 4, 3, 12), "medium": (20, 8, 5, 60)}  # nodes, F_in, F_out, edges
+FINITE_DIFFERENCES, DENSE, SCALAR = "finite differences", "dense equivalent", "scalar"
+FD_EPS, FD_ATOL, FD_RTOL = 1e-6, 1e-6, 1e-5
+EXACT_ATOL, EXACT_RTOL = 1e-9, 1e-7  # two analytic routes in float64 differ by round-off only
+KINK_MARGIN = 0.1  # inputs stay this far from kinks (relu at 0, clip bounds)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One checked computation: `build(rng, size)` → inputs, `fn(*inputs)` → Tensor.
+
+    Inputs are Tensors (checked when `requires_grad`) and constants passed through (sparse
+    patterns, edge lists, integer targets). `dense` and `scalar` follow `fn`'s signature;
+    `scalar` receives object arrays of `Value`s in place of Tensors.
+    """
+
+    name: str
+    build: Callable[[np.random.Generator, str], tuple]
+    fn: Callable[..., Tensor]
+    dense: Callable[..., Tensor] | None = None
+    scalar: Callable[..., np.ndarray] | None = None
+
+    def __repr__(self) -> str:
+        oracles = [o for o, f in ((DENSE, self.dense), (SCALAR, self.scalar)) if f]
+        return f"Case({self.name!r}, oracles={[FINITE_DIFFERENCES, *oracles]})"
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    """One op against one oracle. Errors are over the gradient entries (and the output for the
+    dense and scalar oracles); the relative error is the absolute one over the largest
+    |entry| compared, so that noise around a true zero does not read as a 100% error."""
+
+    op: str
+    input_shapes: tuple[tuple[int, ...], ...]
+    nnz: int | None  # stored entries of the sparse operands (edges for a layer)
+    max_abs_err: float
+    max_rel_err: float
+    oracle: str
+    passed: bool
+    detail: str = ""  # why it failed when no error could be measured
+
+    @property
+    def verdict(self) -> str:
+        return "PASS" if self.passed else "FAIL"
+
+    def to_dict(self) -> dict:
+        finite = lambda x: x if math.isfinite(x) else None  # noqa: E731  (JSON has no NaN)
+        return {"op": self.op, "input_shapes": [list(s) for s in self.input_shapes],
+                "nnz": self.nnz, "max_abs_err": finite(self.max_abs_err),
+                "max_rel_err": finite(self.max_rel_err), "oracle": self.oracle,
+                "verdict": self.verdict, "detail": self.detail}
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def _leaf(x: np.ndarray) -> Tensor:
+    return Tensor(np.asarray(x, dtype=np.float64), requires_grad=True)
+
+
+def _normal(rng: np.random.Generator, shape: tuple, kinks: Sequence[float] = ()) -> Tensor:
+    """Standard normal entries, each at least KINK_MARGIN away from every kink, where a
+    one-sided derivative would make central differences meaningless."""
+    x = rng.standard_normal(shape)
+    for k in kinks:
+        x = np.where(np.abs(x - k) < KINK_MARGIN, k + np.copysign(KINK_MARGIN, x - k), x)
+    return _leaf(x)
+
+
+def _positive(rng: np.random.Generator, shape: tuple) -> Tensor:
+    return _leaf(np.abs(rng.standard_normal(shape)) + 0.5)
+
+
+def _keep(shape: tuple, p: float = 0.5, seed: int = 7) -> np.ndarray:
+    """The inverted-dropout scaling `Tensor.dropout` draws from default_rng(seed)."""
+    return (np.random.default_rng(seed).random(shape) >= p) / (1 - p)
+
+
+# ---------------------------------------------------------------- scalar references
+
+
+def _each(f: Callable) -> Callable[..., np.ndarray]:
+    """f applied entry by entry (with broadcasting) to object arrays of Values."""
+    return np.vectorize(f, otypes=[object])
+
+
+def _mean(a: np.ndarray):
+    return a.sum() * (1.0 / a.size)
+
+
+def _scalar_softmax(a: np.ndarray) -> np.ndarray:
+    e = _each(Value.exp)(a)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _scalar_log_softmax(a: np.ndarray) -> np.ndarray:
+    return a - _each(Value.log)(_each(Value.exp)(a).sum(axis=-1, keepdims=True))
+
+
+def _scalar_cross_entropy(z: np.ndarray, t: np.ndarray, mask: np.ndarray):
+    """mean over masked rows i of log Σ_c exp z_ic − z_i,t_i."""
+    losses = [_each(Value.exp)(z[i]).sum().log() - z[i, t[i]] for i in np.flatnonzero(mask)]
+    return sum(losses[1:], losses[0]) * (1.0 / len(losses))
+
+
+def _scalar_bce(x, y):
+    """mean of max(x, 0) − x·y + log(1 + e^−|x|), the branches taken on the data."""
+    def one(a, b):
+        return a.relu() - a * b + (1 + (a if a.data < 0 else -a).exp()).log()
+    return _mean(_each(one)(x, y))
+
+
+def _clip(v: Value, lo: float = -0.5, hi: float = 0.5):
+    return v if lo <= v.data <= hi else min(max(v.data, lo), hi)
+
+
+# ---------------------------------------------------------------- engine ops and losses
+
+
+def _dense_case(name: str, inputs: Callable, fn: Callable, scalar: Callable | None = None) -> Case:
+    """inputs(rng, n, m) → the op's inputs, with (n, m) = DENSE_SIZES[size]; a scalar
+    reference returning one Value (a loss) is wrapped as a 0-d object array."""
+    as_array = scalar and (lambda *a: np.asarray(scalar(*a), dtype=object))
+    return Case(name, lambda rng, size: inputs(rng, *DENSE_SIZES[size]), fn, scalar=as_array)
+
+
+def _unary(name: str, fn: Callable, scalar: Callable | None, kinks=(), positive=False) -> Case:
+    def inputs(rng, n, m):
+        return (_positive(rng, (n, m)) if positive else _normal(rng, (n, m), kinks),)
+    return _dense_case(f"engine.{name}", inputs, fn, scalar)
+
+
+def _targets(rng, n, m):
+    """(logits, class ids, a boolean mask leaving the first row out)."""
+    return _normal(rng, (n, m)), rng.integers(0, m, n), np.arange(n) > 0
+
+
+_GETITEM = (np.array([0, 2, 0]), slice(1, None))  # a repeated row: the gradients must add
+_ENGINE_CASES = [
+    _dense_case("engine.add", lambda r, n, m: (_normal(r, (n, m)), _normal(r, (m,))),
+                lambda a, b: a + b, lambda a, b: a + b),
+    _dense_case("engine.sub", lambda r, n, m: (_normal(r, (n, m)), _normal(r, (n, 1))),
+                lambda a, b: a - b, lambda a, b: a - b),
+    _dense_case("engine.mul", lambda r, n, m: (_normal(r, (n, m)), _normal(r, (n, 1))),
+                lambda a, b: a * b, lambda a, b: a * b),
+    _dense_case("engine.div", lambda r, n, m: (_normal(r, (n, m)), _positive(r, (m,))),
+                lambda a, b: a / b, lambda a, b: a / b),
+    _dense_case("engine.pow_tensor", lambda r, n, m: (_positive(r, (n, m)), _normal(r, (n, m))),
+                lambda a, b: a**b, _each(lambda a, b: (b * a.log()).exp())),
+    _unary("neg", lambda x: -x, lambda a: -a),
+    _unary("pow", lambda x: x**2.5, lambda a: a**2.5, positive=True),
+    _unary("sqrt", lambda x: x.sqrt(), lambda a: a**0.5, positive=True),
+    _unary("exp", lambda x: x.exp(), _each(Value.exp)),
+    _unary("log", lambda x: x.log(), _each(Value.log), positive=True),
+    _unary("relu", lambda x: x.relu(), _each(Value.relu), kinks=(0,)),
+    _unary("leaky_relu", lambda x: x.leaky_relu(0.2),
+           _each(lambda v: v.relu() - (-v).relu() * 0.2), kinks=(0,)),
+    _unary("elu", lambda x: x.elu(1.0), _each(lambda v: v if v.data > 0 else v.exp() - 1),
+           kinks=(0,)),
+    _unary("sigmoid", lambda x: x.sigmoid(), _each(Value.sigmoid)),
+    _unary("tanh", lambda x: x.tanh(), _each(Value.tanh)),
+    _unary("abs", lambda x: x.abs(), _each(lambda v: v if v.data >= 0 else -v), kinks=(0,)),
+    _unary("clip", lambda x: x.clip(-0.5, 0.5), _each(_clip), kinks=(-0.5, 0.5)),
+    _unary("cast", lambda x: x.astype(np.float64), lambda a: a),
+    _unary("sum", lambda x: x.sum(axis=0), lambda a: a.sum(axis=0)),
+    _unary("max", lambda x: x.max(axis=1), None),  # Value has no comparison: no scalar reference
+    _unary("mean", lambda x: x.mean(axis=1, keepdims=True),
+           lambda a: a.sum(axis=1, keepdims=True) * (1.0 / a.shape[1])),
+    _unary("softmax", lambda x: x.softmax(-1), _scalar_softmax),
+    _unary("log_softmax", lambda x: x.log_softmax(-1), _scalar_log_softmax),
+    _unary("reshape", lambda x: x.reshape(x.shape[1], -1), lambda a: a.reshape(a.shape[1], -1)),
+    _dense_case("engine.transpose", lambda r, n, m: (_normal(r, (2, n, m)),),
+                lambda x: x.transpose(2, 0, 1), lambda a: a.transpose(2, 0, 1)),
+    _unary("getitem", lambda x: x[_GETITEM], lambda a: a[_GETITEM]),
+    _dense_case("engine.getitem_mask", lambda r, n, m: (_normal(r, (n, m)), r.random((n, m)) < .5),
+                lambda x, mask: x[mask], lambda a, mask: a[mask]),
+    _dense_case("engine.concatenate", lambda r, n, m: (_normal(r, (n, m)), _normal(r, (n, 2))),
+                lambda a, b: concatenate([a, b], axis=1),
+                lambda a, b: np.concatenate([a, b], axis=1)),
+    _dense_case("engine.stack", lambda r, n, m: (_normal(r, (n, m)), _normal(r, (n, m))),
+                lambda a, b: stack([a, b], axis=1), lambda a, b: np.stack([a, b], axis=1)),
+    _dense_case("engine.matmul", lambda r, n, m: (_normal(r, (n, m)), _normal(r, (m, 3))),
+                lambda a, b: a @ b, np.dot),
+    _dense_case("engine.matmul_vector", lambda r, n, m: (_normal(r, (n, m)), _normal(r, (m,))),
+                lambda a, b: a @ b, np.dot),
+    _dense_case("engine.matmul_batched",
+                lambda r, n, m: (_normal(r, (2, n, m)), _normal(r, (m, 3))),
+                lambda a, b: a @ b, np.matmul),
+    _unary("dropout", lambda x: x.dropout(0.5, True, np.random.default_rng(7)),
+           lambda a: a * _keep(a.shape)),
+    _dense_case("nn.cross_entropy", _targets, F.cross_entropy, _scalar_cross_entropy),
+    _dense_case("nn.nll_loss",  # an index mask repeating row 0: its gradient counts twice
+                lambda r, n, m: (_normal(r, (n, m)), r.integers(0, m, n), np.array([0, 0, n - 1])),
+                F.nll_loss, lambda a, t, rows: -_mean(a[rows, t[rows]])),
+    _dense_case("nn.bce_with_logits",
+                lambda r, n, m: (_normal(r, (n, m)), _leaf(r.random((n, m)))),
+                F.binary_cross_entropy_with_logits, _scalar_bce),
+    _dense_case("nn.mse_loss", lambda r, n, m: (_normal(r, (n, m)), _normal(r, (n, m))),
+                F.mse_loss, lambda a, b: _mean((a - b) * (a - b))),
+]
+
+
+# ---------------------------------------------------------------- sparse ops
+
+
+def _sparse_case(op) -> Case:
+    """An `OpCase` of mgsparse.sparse.cases, in float64, with its three oracles."""
+    return Case(f"sparse.{op.name}", lambda rng, size: op.build(rng, size, np.float64),
+                op.sparse, op.dense, op.scalar)
+
+
+# ---------------------------------------------------------------- layers
+
+
+class _Bound:
+    """A float64 module whose parameters are swapped for the checked Tensors on each call
+    (gradcheck perturbs its own copies of the inputs, so the module must use those)."""
+
+    def __init__(self, module, call: Callable, dense: Callable | None):
+        self.module, self.call, self.dense = module, call, dense
+        self.names = [name for name, _ in module.named_parameters()]
+
+    def __call__(self, args: tuple, dense: bool = False) -> Tensor:
+        x, params, extra = args[0], args[1:1 + len(self.names)], args[1 + len(self.names):]
+        for name, tensor in zip(self.names, params):
+            *path, attr = name.split(".")
+            owner = self.module
+            for part in path:
+                owner = getattr(owner, part)
+            setattr(owner, attr, tensor)
+        return (self.dense if dense else self.call)(self.module, x, *extra)
+
+    def __repr__(self) -> str:
+        return f"_Bound({type(self.module).__name__}, params={self.names})"
+
+
+def _layer(name: str, make: Callable, call: Callable = lambda m, x, edges: m(x, edges),
+           dense: Callable | None = None, edge_weight: bool = False) -> Case:
+    """A whole layer on a random graph (the last node isolated), in eval mode (no dropout).
+
+    make(rng, f_in, f_out, edge_index) → float64 Module; inputs are (x, *parameters,
+    [edge_weight], edge_index, bound); call/dense(module, x, [edge_weight,] edge_index).
+    """
+    def build(rng, size):
+        n, f_in, f_out, e = LAYER_SIZES[size]
+        edges = rng.integers(0, n - 1, size=(2, e))
+        bound = _Bound(make(rng, f_in, f_out, edges).eval(), call, dense)
+        params = [_leaf(p.data) for _, p in bound.module.named_parameters()]
+        weights = (_leaf(rng.uniform(0.5, 1.5, e)),) if edge_weight else ()
+        return (_normal(rng, (n, f_in)), *params, *weights, edges, bound)
+    return Case(name, build, lambda *a: a[-1](a[:-1]),
+                (lambda *a: a[-1](a[:-1], dense=True)) if dense else None)
+
+
+def _dense_gcn_norm(edges: np.ndarray, n: int, weights: Tensor | None) -> Tensor:
+    """Â as a dense Tensor computed by the engine alone (the gcn_norm case's dense route)."""
+    A = SparseTensor.from_edge_index(edges, n, values=weights, dtype=np.float64)
+    return SPARSE_OPS["gcn_norm"].dense(A.values, A)
+
+
+_F64 = {"dtype": np.float64}
+_LAYER_CASES = [
+    _layer("nn.gcn_conv", lambda rng, fi, fo, e: GCNConv(fi, fo, rng=rng, **_F64),
+           dense=lambda m, x, e: m(x, _dense_gcn_norm(e, x.shape[0], None))),
+    _layer("nn.gcn_conv_edge_weight", lambda rng, fi, fo, e: GCNConv(fi, fo, rng=rng, **_F64),
+           call=lambda m, x, w, e: m(x, e, w), edge_weight=True,
+           dense=lambda m, x, w, e: m(x, _dense_gcn_norm(e, x.shape[0], w))),
+    _layer("nn.gcn_learn_edge_weight",
+           lambda rng, fi, fo, e: GCN(fi, 5, fo, rng=rng, edge_index=e, learn_edge_weight=True,
+                                      **_F64)),
+    _layer("nn.gat_conv", lambda rng, fi, fo, e: GATConv(fi, fo, heads=2, rng=rng, **_F64)),
+    _layer("nn.gat_conv_mean",
+           lambda rng, fi, fo, e: GATConv(fi, fo, heads=2, concat=False, rng=rng, **_F64)),
+    _layer("nn.sage_conv",
+           lambda rng, fi, fo, e: SAGEConv(fi, fo, normalize=True, rng=rng, **_F64)),
+]
+
+CASES: dict[str, Case] = {c.name: c for c in [
+    *_ENGINE_CASES, *(_sparse_case(op) for op in SPARSE_OPS.values()), *_LAYER_CASES]}
+KNOWN_OPS: tuple[str, ...] = tuple(CASES)
+GROUPS: tuple[str, ...] = tuple(dict.fromkeys(name.split(".")[0] for name in KNOWN_OPS))
+
+
+# ---------------------------------------------------------------- selection
+
+
+def check_size(size: str) -> str:
+    if size not in SIZES:
+        raise ConfigError(f"unknown size {size!r}; known sizes: {', '.join(SIZES)}")
+    return size
+
+
+def _matches(name: str) -> list[str]:
+    """A full name, a group (`sparse`) or a bare op name (`spmm`, `relu`: every group's)."""
+    if name in CASES:
+        return [name]
+    return [k for k in KNOWN_OPS if name in (k.split(".")[0], k.split(".", 1)[1])]
+
+
+def select_ops(ops: Sequence[str] | None = None) -> list[str]:
+    """The case names `ops` selects, in registry order without repeats (all when empty)."""
+    if not ops:
+        return list(KNOWN_OPS)
+    chosen: dict[str, None] = {}
+    for name in ops:
+        found = _matches(name)
+        if not found:
+            close = difflib.get_close_matches(name, KNOWN_OPS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"unknown op {name!r}{hint}; known ops: {', '.join(KNOWN_OPS)}; "
+                              f"or a group ({', '.join(GROUPS)}) or an op name without group")
+        chosen.update(dict.fromkeys(found))
+    return list(chosen)
+
+
+# ---------------------------------------------------------------- oracles
+
+
+def _relative(abs_err: float, arrays: list) -> float:
+    """abs_err over the largest |entry| of `arrays`: an error relative to the gradient's scale
+    (an entry-wise ratio would divide finite-difference noise by a true zero)."""
+    scale = max((float(np.max(np.abs(a), initial=0.0)) for a in arrays), default=0.0)
+    return abs_err / scale if scale > 0 else (0.0 if abs_err == 0 else math.inf)
+
+
+def _weights(case: Case, inputs: tuple, seed: int) -> np.ndarray:
+    with no_grad():
+        shape = case.fn(*inputs).shape
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def _finite_differences(case: Case, inputs: tuple, seed: int) -> tuple[float, float, bool]:
+    r = gradcheck(case.fn, inputs, eps=FD_EPS, atol=FD_ATOL, rtol=FD_RTOL,
+                  raise_exception=False, seed=seed)
+    _, grads = analytic_grads(case.fn, inputs, _weights(case, inputs, seed))  # same weighting
+    return r.max_abs_err, _relative(r.max_abs_err, grads), r.passed
+
+
+def _compare(got: tuple, want: tuple) -> tuple[float, float, bool]:
+    """(output, grads) of the op against an oracle's: max abs and rel error, and the verdict."""
+    (out, grads), (ref_out, ref_grads) = got, want
+    pairs = list(zip([out, *grads], [ref_out, *ref_grads]))
+    if len(grads) != len(ref_grads) or any(np.shape(a) != np.shape(b) for a, b in pairs):
+        return math.inf, math.inf, False
+    err = [np.abs(np.subtract(a, b, dtype=np.float64)) for a, b in pairs]
+    passed = all(np.all(e <= EXACT_ATOL + EXACT_RTOL * np.abs(b)) for e, (_, b) in zip(err, pairs))
+    abs_err = max(float(np.max(e, initial=0.0)) for e in err)
+    return abs_err, _relative(abs_err, [b for _, b in pairs]), passed
+
+
+def _dense_equivalent(case: Case, inputs: tuple, seed: int) -> tuple[float, float, bool]:
+    w = _weights(case, inputs, seed)
+    return _compare(analytic_grads(case.fn, inputs, w), analytic_grads(case.dense, inputs, w))
+
+
+def _scalar(case: Case, inputs: tuple, seed: int) -> tuple[float, float, bool]:
+    w = _weights(case, inputs, seed)
+    return _compare(analytic_grads(case.fn, inputs, w), scalar_grads(case, inputs, w))
+
+
+def _guarded(check: Callable, case: Case, inputs: tuple, seed: int) -> tuple:
+    """check's (abs err, rel err, passed, detail); an exception or a scalar fallback fails."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ScalarFallbackWarning)
+        try:
+            abs_err, rel_err, passed = check(case, inputs, seed)
+        except Exception as err:  # noqa: BLE001 — a crashing op is a failed check, not a crash
+            return math.nan, math.nan, False, f"{type(err).__name__}: {err}"
+    fallbacks = [w for w in caught if issubclass(w.category, ScalarFallbackWarning)]
+    for w in caught:
+        if w not in fallbacks:  # let every other warning through, as if never caught
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if fallbacks:
+        return abs_err, rel_err, False, f"hand-written backward failed: {fallbacks[0].message}"
+    return abs_err, rel_err, passed, ""
+
+
+# ---------------------------------------------------------------- running
+
+
+def _stored_entries(inputs: tuple) -> int | None:
+    """nnz of the sparse operands, or the edge count of a layer's (2, E) edge_index."""
+    sparse = [a.nnz for a in inputs if isinstance(a, SparseTensor)]
+    if sparse:
+        return sum(sparse)
+    edges = [a.shape[1] for a in inputs if isinstance(a, np.ndarray) and a.dtype.kind == "i"
+             and a.ndim == 2 and a.shape[0] == 2]
+    return edges[0] if edges and isinstance(inputs[-1], _Bound) else None
+
+
+def _shapes(inputs: tuple) -> tuple[tuple[int, ...], ...]:
+    """Shapes of the Tensors, sparse patterns and index arrays (not of boolean masks)."""
+    return tuple(tuple(a.shape) for a in inputs if isinstance(a, (Tensor, SparseTensor))
+                 or (isinstance(a, np.ndarray) and a.dtype != bool))
+
+
+def check_case(case: Case, seed: int = 0, size: str = "small") -> list[CheckRow]:
+    """One row per oracle: finite differences, then dense equivalent, then scalar (small)."""
+    inputs = case.build(np.random.default_rng(seed), check_size(size))
+    oracles = [(FINITE_DIFFERENCES, _finite_differences)]
+    if case.dense is not None:
+        oracles.append((DENSE, _dense_equivalent))
+    if case.scalar is not None and size == "small":
+        oracles.append((SCALAR, _scalar))
+    shapes, nnz = _shapes(inputs), _stored_entries(inputs)
+    rows = []
+    for oracle, check in oracles:
+        abs_err, rel_err, passed, detail = _guarded(check, case, inputs, seed)
+        rows.append(CheckRow(case.name, shapes, nnz, abs_err, rel_err, oracle, passed, detail))
+    return rows
+
+
+def run_checks(ops: Sequence[str] | None = None, seed: int = 0, size: str = "small",
+               progress: Callable[[int, int, str], None] | None = None) -> list[CheckRow]:
+    """Check the selected ops (all when `ops` is empty) in float64; never raises on a failing
+    op (its rows say FAIL), only on a bad argument (ConfigError).
+
+    `progress(done, total, name)` is called before each case and once at the end.
+    """
+    check_size(size)
+    names = select_ops(ops)
+    rows: list[CheckRow] = []
+    for done, name in enumerate(names):
+        if progress is not None:
+            progress(done, len(names), name)
+        rows.extend(check_case(CASES[name], seed, size))
+    if progress is not None:
+        progress(len(names), len(names), "")
+    return rows

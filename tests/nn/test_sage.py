@@ -1,0 +1,140 @@
+"""SAGEConv and GraphSAGE: the mean aggregator by hand, root weight, L2 normalisation,
+whole-layer gradients, caching, and GraphSAGE on Cora."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from mgsparse import SparseTensor, Tensor, gradcheck
+from mgsparse.cli import _register_commands, app
+from mgsparse.config import load_config
+from mgsparse.errors import HyperparameterError, ShapeError
+from mgsparse.nn.cases import LAYER_CASES
+from mgsparse.nn.sage import GraphSAGE, SAGEConv, l2_normalize, mean_adjacency
+from mgsparse.problem import build_model, load_graph, prepare
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Directed 5-node graph (row 0 source, row 1 target): 0→1 listed twice, 2→1, 3→1, 1→0, 1→2;
+# node 3 only sends, node 4 is isolated.
+EDGE_INDEX = np.array([[0, 0, 2, 3, 1, 1],
+                       [1, 1, 1, 1, 0, 2]])
+N = 5
+
+# Row i averages over the sources of i's incoming edges, a repeated edge counting twice.
+MEAN_ADJ = np.zeros((N, N))
+MEAN_ADJ[1, [0, 2, 3]] = [2 / 4, 1 / 4, 1 / 4]
+MEAN_ADJ[0, 1] = MEAN_ADJ[2, 1] = 1.0
+
+
+def make_layer(rng, **kwargs) -> SAGEConv:
+    layer = SAGEConv(3, 2, rng=rng, dtype=np.float64, **kwargs)
+    if layer.bias is not None:
+        layer.bias.data[:] = [0.5, -1.0]
+    return layer
+
+
+def dense_sage(layer: SAGEConv, x: np.ndarray) -> np.ndarray:
+    out = MEAN_ADJ @ x @ layer.weight_neighbors.data
+    if layer.weight_root is not None:
+        out = out + x @ layer.weight_root.data
+    return out + layer.bias.data if layer.bias is not None else out
+
+
+def test_mean_adjacency_is_the_row_normalised_adjacency():
+    mean = mean_adjacency(EDGE_INDEX, N, dtype=np.float64)
+    np.testing.assert_allclose(mean.to_dense(), MEAN_ADJ, atol=1e-15)
+    assert mean.is_coalesced() and mean.nnz == 5  # the repeated edge merged into one entry
+    assert not mean.to_dense()[[3, 4]].any()  # no incoming edges: an empty row, mean 0
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"root_weight": False}, {"bias": False}],
+                         ids=["root+bias", "no-root", "no-bias"])
+def test_forward_is_root_plus_neighbour_mean(rng, kwargs):
+    layer = make_layer(rng, **kwargs)
+    x = rng.standard_normal((N, 3))
+    out = layer(Tensor(x), EDGE_INDEX)
+    np.testing.assert_allclose(out.data, dense_sage(layer, x), atol=1e-12)
+    own = x[4] @ layer.weight_root.data if layer.weight_root is not None else np.zeros(2)
+    bias = layer.bias.data if layer.bias is not None else 0.0
+    np.testing.assert_allclose(out.data[4], own + bias, atol=1e-12)  # isolated: its own term
+
+
+def test_normalize_gives_unit_rows_in_the_direction_of_the_plain_output(rng):
+    plain, normed = make_layer(np.random.default_rng(2)), make_layer(np.random.default_rng(2),
+                                                                     normalize=True)
+    x = Tensor(rng.standard_normal((N, 3)))
+    out, unit = plain(x, EDGE_INDEX).data, normed(x, EDGE_INDEX).data
+    np.testing.assert_allclose(np.linalg.norm(unit, axis=1), 1.0, atol=1e-9)
+    np.testing.assert_allclose(unit, out / np.linalg.norm(out, axis=1, keepdims=True), atol=1e-9)
+    zero = Tensor(np.zeros((1, 2)), requires_grad=True)
+    out = l2_normalize(zero)
+    out.sum().backward()
+    assert np.all(out.data == 0) and np.all(np.isfinite(zero.grad))  # no NaN at a zero row
+
+
+def test_sparse_features_give_the_dense_result(rng):
+    layer = SAGEConv(3, 2, rng=rng)
+    x = ((rng.random((N, 3)) < 0.5) * rng.standard_normal((N, 3))).astype(np.float32)
+    np.testing.assert_allclose(layer(SparseTensor.from_dense(x), EDGE_INDEX).data,
+                               layer(Tensor(x), EDGE_INDEX).data, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["sage_conv", "sage_conv_normalize"])
+def test_whole_layer_gradcheck(name):
+    """x, W_neighbours, W_root and the bias, through the mean and the normalisation."""
+    fn, inputs = LAYER_CASES[name](np.random.default_rng(1))
+    result = gradcheck(fn, inputs)
+    assert [c.shape for c in result.inputs] == [(7, 4), (4, 3), (4, 3), (3,)]
+    assert result.max_abs_err < 1e-7
+
+
+def test_mean_adjacency_is_cached_per_graph(rng):
+    layer = make_layer(rng)
+    first = layer.mean_adj(EDGE_INDEX, N)
+    assert layer.mean_adj(EDGE_INDEX, N) is first
+    assert layer.mean_adj(EDGE_INDEX.copy(), N) is not first
+
+
+def test_bad_inputs_are_one_clear_error(rng):
+    with pytest.raises(ShapeError, match=r"^SAGEConv: .*pass edge_index to the model"):
+        make_layer(rng)(Tensor(np.ones((N, 3))), SparseTensor.from_edge_index(EDGE_INDEX, N))
+    with pytest.raises(HyperparameterError, match="out_features=0"):
+        SAGEConv(3, 0)
+    with pytest.raises(HyperparameterError, match="at least one layer"):
+        GraphSAGE(3, 4, 2, layers=0)
+
+
+def test_graphsage_normalises_hidden_layers_only(rng):
+    model = GraphSAGE(3, 8, 2, layers=3, normalize=True, edge_index=EDGE_INDEX, rng=rng)
+    assert [conv.normalize for conv in model.convs] == [True, True, False]
+    assert [(c.in_features, c.out_features) for c in model.convs] == [(3, 8), (8, 8), (8, 2)]
+    out = model.eval()(Tensor(np.ones((N, 3), dtype=np.float32)))
+    assert out.shape == (N, 2)
+
+
+def test_config_builds_a_graphsage():
+    config = load_config(ROOT / "configs" / "cora-sage.yaml", (
+        "dataset.name=karate", "dataset.normalize_features=false", "model.normalize=true"))
+    problem = prepare(config, load_graph(config.dataset))
+    model = build_model(config.model, problem, np.random.default_rng(0))
+    assert isinstance(model, GraphSAGE) and model.edge_index is problem.edge_index
+    assert [c.out_features for c in model.convs] == [64, 2]
+    assert model.convs[0].normalize and not model.convs[1].normalize
+
+
+@pytest.mark.slow
+def test_graphsage_on_cora_over_ten_seeds(mirror_env):
+    """Full-batch GraphSAGE-mean on the public split: at least 79% test accuracy."""
+    _register_commands()
+    result = CliRunner().invoke(app, ["train", str(ROOT / "configs" / "cora-sage.yaml"),
+                                      "--runs", "10", "--json", "--set", "monitor.memory=false"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["runs"] == 10
+    assert summary["test_acc_mean"] >= 0.79, summary
