@@ -156,6 +156,7 @@ class SweepPoint:
     feature_nnz: int
     sparse: RepresentationResult
     dense_estimate_bytes: int
+    kernel_ms: float = 0.0  # scipy's CSR Â·H alone (H: N×hidden), median: no engine at all
     dense: RepresentationResult | None = None
     dense_skipped: str = ""  # why dense was not run ("" when it ran)
     equivalence: Equivalence | None = None
@@ -172,7 +173,10 @@ class SweepResult:
 
     Exponents are log-log slopes: ``time ∝ nnz^k``. ``*_exponent`` fits the sizes with at
     least `FIT_MIN_NNZ` stored entries in Â (all sizes if fewer than two qualify);
-    ``*_exponent_all`` fits every size. The dense exponent is against the number of nodes.
+    ``*_exponent_all`` fits every size; ``local_time_exponents`` are the slopes between
+    consecutive sizes. ``kernel_time_exponent`` is the same fit for scipy's bare Â·H: where
+    it exceeds 1 too, the growth comes from the memory hierarchy (a working set that no
+    longer fits in cache), not from the engine. The dense exponent is against nodes.
     """
 
     points: list[SweepPoint]
@@ -184,6 +188,8 @@ class SweepResult:
     memory_exponent: float | None
     time_exponent_all: float | None
     memory_exponent_all: float | None
+    kernel_time_exponent: float | None
+    local_time_exponents: list[float]
     dense_time_exponent_nodes: float | None
 
     @property
@@ -365,9 +371,21 @@ def dense_bytes_estimate(num_nodes: int, num_features: int, hidden: int) -> int:
 
 
 def _slope(x: Sequence[float], y: Sequence[float]) -> float | None:
-    if len(x) < 2 or len(set(x)) < 2:
+    if len(x) < 2 or len(set(x)) < 2 or min(y) <= 0:
         return None
     return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+
+
+def kernel_ms(norm_adj: SparseTensor, columns: int, repeat: int) -> float:
+    """Median time of scipy's CSR Â·H alone: the memory-bound kernel under every sparse step."""
+    A = norm_adj.to_scipy("csr")
+    H = np.random.default_rng(0).standard_normal((A.shape[1], columns), dtype=np.float32)
+    times = []
+    for _ in range(repeat + 1):  # the first product warms the caches
+        t0 = time.perf_counter()
+        A @ H
+        times.append((time.perf_counter() - t0) * 1e3)
+    return float(np.median(times[1:]))
 
 
 def _sweep_point(config: Config, n: int, repeat: int, warmup: int, budget_mb: float,
@@ -379,7 +397,8 @@ def _sweep_point(config: Config, n: int, repeat: int, warmup: int, budget_mb: fl
     say(f"n={n:,}: sparse step (Â nnz {base.norm_adj.nnz:,})")
     sparse, *grads = _measure(config, base, "sparse", repeat, warmup)
     estimate = dense_bytes_estimate(n, base.num_features, config.model.hidden)
-    point = SweepPoint(n, base.norm_adj.nnz, base.features.nnz, sparse, estimate)
+    point = SweepPoint(n, base.norm_adj.nnz, base.features.nnz, sparse, estimate,
+                       kernel_ms(base.norm_adj, config.model.hidden, repeat))
     if estimate > budget_mb * MB:
         point.dense_skipped = (f"dense skipped: it would hold ~{estimate / MB:,.0f} MB "
                                f"(N²·4 B for Â plus the features), over the "
@@ -419,6 +438,9 @@ def _fit(points: list[SweepPoint], budget_mb: float, repeat: int, warmup: int) -
     fitted = large if len(large) >= 2 else points
     nnz = [p.adjacency_nnz for p in fitted]
     dense = [p for p in points if p.dense]
+    ms = [p.sparse.step_ms_median for p in points]
+    local = [_slope([a.adjacency_nnz, b.adjacency_nnz], [ta, tb])
+             for a, b, ta, tb in zip(points, points[1:], ms, ms[1:])]
     return SweepResult(
         points=points, memory_budget_mb=budget_mb, repeat=repeat, warmup=warmup, fit_nnz=nnz,
         time_exponent=_slope(nnz, [p.sparse.step_ms_median for p in fitted]),
@@ -427,6 +449,8 @@ def _fit(points: list[SweepPoint], budget_mb: float, repeat: int, warmup: int) -
                                  [p.sparse.step_ms_median for p in points]),
         memory_exponent_all=_slope([p.adjacency_nnz for p in points],
                                    [p.sparse.traced_peak_bytes for p in points]),
+        kernel_time_exponent=_slope(nnz, [p.kernel_ms for p in fitted]),
+        local_time_exponents=[k for k in local if k is not None],
         dense_time_exponent_nodes=_slope([p.num_nodes for p in dense],
                                          [p.dense.step_ms_median for p in dense]))
 

@@ -13,7 +13,10 @@ An entry passes when |analytic − oracle| ≤ atol + rtol·|oracle|; the dense 
 also compare the output itself. A sparse op whose hand-written backward raised and was
 rescued by its scalar fallback fails: the fallback would hide the very bug a check looks for.
 Names are `group.op` (group: engine, sparse, nn); `select_ops` also takes a bare op name
-(`spmm`, or `relu` for both engine.relu and sparse.relu) or a whole group.
+(`spmm`, or `relu` for both engine.relu and sparse.relu) or a whole group. The sparse cases
+are `mgsparse.sparse.cases.SPARSE_OPS`; the layer cases are GCNConv and GCN's learned edge
+weights here plus every entry of `mgsparse.nn.cases.LAYER_CASES` (one entry there is one
+check here; those run on their own fixed small graph whatever the size).
 """
 
 from __future__ import annotations
@@ -29,12 +32,12 @@ import numpy as np
 from mgsparse.engine import Tensor, Value, concatenate, no_grad, stack
 from mgsparse.engine.gradcheck import gradcheck
 from mgsparse.errors import ConfigError
-from mgsparse.nn import GATConv, SAGEConv
-from mgsparse.nn.models import GCN
 from mgsparse.nn import functional as F
+from mgsparse.nn.cases import LAYER_CASES, random_graph
 from mgsparse.nn.conv import GCNConv
+from mgsparse.nn.models import GCN
 from mgsparse.sparse import SPARSE_OPS, ScalarFallbackWarning, SparseTensor
-from mgsparse.sparse import analytic_grads, scalar_grads
+from mgsparse.sparse.cases import analytic_grads, scalar_grads
 
 SIZES = ("small", "medium")
 DENSE_SIZES = {"small": (3, 4), "medium": (12, 16)}  # (n, m) of a dense operand
@@ -85,11 +88,11 @@ class CheckRow:
         return "PASS" if self.passed else "FAIL"
 
     def to_dict(self) -> dict:
-        finite = lambda x: x if math.isfinite(x) else None  # noqa: E731  (JSON has no NaN)
+        """JSON-ready: an error that could not be measured (NaN) becomes null."""
+        errors = [x if math.isfinite(x) else None for x in (self.max_abs_err, self.max_rel_err)]
         return {"op": self.op, "input_shapes": [list(s) for s in self.input_shapes],
-                "nnz": self.nnz, "max_abs_err": finite(self.max_abs_err),
-                "max_rel_err": finite(self.max_rel_err), "oracle": self.oracle,
-                "verdict": self.verdict, "detail": self.detail}
+                "nnz": self.nnz, "max_abs_err": errors[0], "max_rel_err": errors[1],
+                "oracle": self.oracle, "verdict": self.verdict, "detail": self.detail}
 
 
 # ---------------------------------------------------------------- inputs
@@ -253,71 +256,89 @@ def _sparse_case(op) -> Case:
 # ---------------------------------------------------------------- layers
 
 
-class _Bound:
-    """A float64 module whose parameters are swapped for the checked Tensors on each call
-    (gradcheck perturbs its own copies of the inputs, so the module must use those)."""
+class _Layer:
+    """The last input of a layer case: the layer's forward, bound to the Tensors it is given
+    (gradcheck perturbs its own float64 copies, so the layer must use those), plus an
+    optional dense-adjacency route and the graph's edge count."""
 
-    def __init__(self, module, call: Callable, dense: Callable | None):
-        self.module, self.call, self.dense = module, call, dense
-        self.names = [name for name, _ in module.named_parameters()]
+    def __init__(self, fn: Callable, dense: Callable | None = None, edges: int | None = None):
+        self.fn, self.dense, self.edges = fn, dense, edges
 
-    def __call__(self, args: tuple, dense: bool = False) -> Tensor:
-        x, params, extra = args[0], args[1:1 + len(self.names)], args[1 + len(self.names):]
-        for name, tensor in zip(self.names, params):
-            *path, attr = name.split(".")
-            owner = self.module
+    def __repr__(self) -> str:
+        return f"_Layer(edges={self.edges}, dense={self.dense is not None})"
+
+
+def _layer_case(name: str, build: Callable, dense: bool = False) -> Case:
+    """A whole-layer case from `build(rng, size) -> (fn, inputs[, dense_fn[, edges]])`:
+    the protocol of `mgsparse.nn.cases.LAYER_CASES` (whose builds take `rng` only and have
+    one size) with an optional dense route and edge count."""
+    def build_inputs(rng, size):
+        fn, inputs, *more = build(rng, size)
+        return (*inputs, _Layer(fn, *more))
+    route = (lambda *a: a[-1].dense(*a[:-1])) if dense else None
+    return Case(name, build_inputs, lambda *a: a[-1].fn(*a[:-1]), route)
+
+
+def _bind(module, call: Callable) -> tuple[Callable, tuple]:
+    """fn(x, *params, *rest) → call(module, x, *rest) with `params` installed as the module's
+    parameters (dotted names walk submodules), and float64 copies of the current ones."""
+    names = [name.split(".") for name, _ in module.named_parameters()]
+
+    def fn(x: Tensor, *tensors: Tensor) -> Tensor:
+        for (*path, attr), tensor in zip(names, tensors):
+            owner = module
             for part in path:
                 owner = getattr(owner, part)
             setattr(owner, attr, tensor)
-        return (self.dense if dense else self.call)(self.module, x, *extra)
-
-    def __repr__(self) -> str:
-        return f"_Bound({type(self.module).__name__}, params={self.names})"
+        return call(module, x, *tensors[len(names):])
+    return fn, tuple(_leaf(p.data) for _, p in module.named_parameters())
 
 
-def _layer(name: str, make: Callable, call: Callable = lambda m, x, edges: m(x, edges),
-           dense: Callable | None = None, edge_weight: bool = False) -> Case:
-    """A whole layer on a random graph (the last node isolated), in eval mode (no dropout).
-
-    make(rng, f_in, f_out, edge_index) → float64 Module; inputs are (x, *parameters,
-    [edge_weight], edge_index, bound); call/dense(module, x, [edge_weight,] edge_index).
-    """
-    def build(rng, size):
-        n, f_in, f_out, e = LAYER_SIZES[size]
-        edges = rng.integers(0, n - 1, size=(2, e))
-        bound = _Bound(make(rng, f_in, f_out, edges).eval(), call, dense)
-        params = [_leaf(p.data) for _, p in bound.module.named_parameters()]
-        weights = (_leaf(rng.uniform(0.5, 1.5, e)),) if edge_weight else ()
-        return (_normal(rng, (n, f_in)), *params, *weights, edges, bound)
-    return Case(name, build, lambda *a: a[-1](a[:-1]),
-                (lambda *a: a[-1](a[:-1], dense=True)) if dense else None)
-
-
-def _dense_gcn_norm(edges: np.ndarray, n: int, weights: Tensor | None) -> Tensor:
+def _dense_gcn_norm(edges: np.ndarray, n: int) -> Tensor:
     """Â as a dense Tensor computed by the engine alone (the gcn_norm case's dense route)."""
-    A = SparseTensor.from_edge_index(edges, n, values=weights, dtype=np.float64)
+    A = SparseTensor.from_edge_index(edges, n, dtype=np.float64)
     return SPARSE_OPS["gcn_norm"].dense(A.values, A)
 
 
-_F64 = {"dtype": np.float64}
+def _gcn_conv(rng: np.random.Generator, size: str):
+    """GCNConv on a fixed graph, against the same layer given the dense Â."""
+    n, f_in, f_out, e = LAYER_SIZES[size]
+    edges = random_graph(rng, n, e)
+    conv = GCNConv(f_in, f_out, rng=rng, dtype=np.float64)
+    fn, params = _bind(conv, lambda m, x: m(x, edges))
+    dense, _ = _bind(conv, lambda m, x: m(x, _dense_gcn_norm(edges, n)))
+    return fn, (_normal(rng, (n, f_in)), *params), dense, edges.shape[1]
+
+
+def _gcn_learn_edge_weight(rng: np.random.Generator, size: str):
+    """A two-layer GCN learning one weight per edge (eval mode: no dropout)."""
+    n, f_in, f_out, e = LAYER_SIZES[size]
+    edges = random_graph(rng, n, e)
+    model = GCN(f_in, 5, f_out, rng=rng, dtype=np.float64, edge_index=edges,
+                learn_edge_weight=True).eval()
+    fn, params = _bind(model, lambda m, x: m(x, None))
+    return fn, (_normal(rng, (n, f_in)), *params), None, edges.shape[1]
+
+
 _LAYER_CASES = [
-    _layer("nn.gcn_conv", lambda rng, fi, fo, e: GCNConv(fi, fo, rng=rng, **_F64),
-           dense=lambda m, x, e: m(x, _dense_gcn_norm(e, x.shape[0], None))),
-    _layer("nn.gcn_conv_edge_weight", lambda rng, fi, fo, e: GCNConv(fi, fo, rng=rng, **_F64),
-           call=lambda m, x, w, e: m(x, e, w), edge_weight=True,
-           dense=lambda m, x, w, e: m(x, _dense_gcn_norm(e, x.shape[0], w))),
-    _layer("nn.gcn_learn_edge_weight",
-           lambda rng, fi, fo, e: GCN(fi, 5, fo, rng=rng, edge_index=e, learn_edge_weight=True,
-                                      **_F64)),
-    _layer("nn.gat_conv", lambda rng, fi, fo, e: GATConv(fi, fo, heads=2, rng=rng, **_F64)),
-    _layer("nn.gat_conv_mean",
-           lambda rng, fi, fo, e: GATConv(fi, fo, heads=2, concat=False, rng=rng, **_F64)),
-    _layer("nn.sage_conv",
-           lambda rng, fi, fo, e: SAGEConv(fi, fo, normalize=True, rng=rng, **_F64)),
+    _layer_case("nn.gcn_conv", _gcn_conv, dense=True),
+    _layer_case("nn.gcn_learn_edge_weight", _gcn_learn_edge_weight),
+    *(_layer_case(f"nn.{name}", lambda rng, size, build=build: build(rng))
+      for name, build in LAYER_CASES.items()),
 ]
 
-CASES: dict[str, Case] = {c.name: c for c in [
-    *_ENGINE_CASES, *(_sparse_case(op) for op in SPARSE_OPS.values()), *_LAYER_CASES]}
+
+def _registry(cases: list[Case]) -> dict[str, Case]:
+    """name → case; two cases of one name (say, a layer added twice) would hide one."""
+    names = [c.name for c in cases]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"duplicate gradcheck cases: {', '.join(repeated)}")
+    return {c.name: c for c in cases}
+
+
+CASES: dict[str, Case] = _registry(
+    [*_ENGINE_CASES, *(_sparse_case(op) for op in SPARSE_OPS.values()), *_LAYER_CASES])
 KNOWN_OPS: tuple[str, ...] = tuple(CASES)
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(name.split(".")[0] for name in KNOWN_OPS))
 
@@ -338,20 +359,26 @@ def _matches(name: str) -> list[str]:
     return [k for k in KNOWN_OPS if name in (k.split(".")[0], k.split(".", 1)[1])]
 
 
+def _did_you_mean(name: str) -> str:
+    """The closest full name, compared by full name and by bare op name."""
+    spellings = {**{k.split(".", 1)[1]: k for k in KNOWN_OPS}, **{k: k for k in KNOWN_OPS}}
+    close = difflib.get_close_matches(name, spellings, n=1)
+    return f" (did you mean {spellings[close[0]]!r}?)" if close else ""
+
+
 def select_ops(ops: Sequence[str] | None = None) -> list[str]:
     """The case names `ops` selects, in registry order without repeats (all when empty)."""
     if not ops:
         return list(KNOWN_OPS)
-    chosen: dict[str, None] = {}
+    chosen: set[str] = set()
     for name in ops:
         found = _matches(name)
         if not found:
-            close = difflib.get_close_matches(name, KNOWN_OPS, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"unknown op {name!r}{hint}; known ops: {', '.join(KNOWN_OPS)}; "
-                              f"or a group ({', '.join(GROUPS)}) or an op name without group")
-        chosen.update(dict.fromkeys(found))
-    return list(chosen)
+            raise ConfigError(f"unknown op {name!r}{_did_you_mean(name)}; known ops: "
+                              f"{', '.join(KNOWN_OPS)}; or a group ({', '.join(GROUPS)}) "
+                              "or an op name without its group")
+        chosen.update(found)
+    return [k for k in KNOWN_OPS if k in chosen]
 
 
 # ---------------------------------------------------------------- oracles
@@ -420,13 +447,11 @@ def _guarded(check: Callable, case: Case, inputs: tuple, seed: int) -> tuple:
 
 
 def _stored_entries(inputs: tuple) -> int | None:
-    """nnz of the sparse operands, or the edge count of a layer's (2, E) edge_index."""
+    """nnz of the sparse operands, or the edge count of a layer's graph (when it says)."""
+    if inputs and isinstance(inputs[-1], _Layer):
+        return inputs[-1].edges
     sparse = [a.nnz for a in inputs if isinstance(a, SparseTensor)]
-    if sparse:
-        return sum(sparse)
-    edges = [a.shape[1] for a in inputs if isinstance(a, np.ndarray) and a.dtype.kind == "i"
-             and a.ndim == 2 and a.shape[0] == 2]
-    return edges[0] if edges and isinstance(inputs[-1], _Bound) else None
+    return sum(sparse) if sparse else None
 
 
 def _shapes(inputs: tuple) -> tuple[tuple[int, ...], ...]:
@@ -437,7 +462,13 @@ def _shapes(inputs: tuple) -> tuple[tuple[int, ...], ...]:
 
 def check_case(case: Case, seed: int = 0, size: str = "small") -> list[CheckRow]:
     """One row per oracle: finite differences, then dense equivalent, then scalar (small)."""
-    inputs = case.build(np.random.default_rng(seed), check_size(size))
+    try:
+        inputs = case.build(np.random.default_rng(seed), check_size(size))
+    except ConfigError:
+        raise
+    except Exception as err:  # noqa: BLE001 — e.g. a layer whose constructor broke
+        detail = f"building the inputs failed: {type(err).__name__}: {err}"
+        return [CheckRow(case.name, (), None, math.nan, math.nan, "-", False, detail)]
     oracles = [(FINITE_DIFFERENCES, _finite_differences)]
     if case.dense is not None:
         oracles.append((DENSE, _dense_equivalent))

@@ -100,7 +100,7 @@ def prepare(config: Config, graph: Graph, dtype: Any = np.float32) -> Problem:
 def build_model(m: ModelConfig, problem: Problem, rng: np.random.Generator) -> Module:
     args = dict(layers=m.layers, dropout=m.dropout, activation=m.activation, rng=rng)
     if m.kind == "gcn":
-        learned = dict(edge_index=problem.edge_index, learn_edge_weight=True)
+        learned = {"edge_index": problem.edge_index, "learn_edge_weight": True}
         return GCN(problem.num_features, m.hidden, problem.num_classes, **args,
                    **(learned if m.learn_edge_weight else {}))
     if m.kind == "gat":  # bound to the raw edges: the trainer's Â is not what attention needs

@@ -138,6 +138,7 @@ def test_dense_is_refused_above_the_budget_with_the_reason(small_sweep):
     fits, too_big = small_sweep.points
     assert fits.dense is not None and fits.dense_skipped == "" and fits.equivalence.passed
     assert too_big.dense is None and too_big.equivalence is None
+    assert fits.kernel_ms > 0 and too_big.kernel_ms > 0
     assert too_big.dense_estimate_bytes == bench.dense_bytes_estimate(1200, 64, 16)
     assert too_big.dense_skipped == (
         f"dense skipped: it would hold ~{too_big.dense_estimate_bytes / 2**20:,.0f} MB "
@@ -151,7 +152,11 @@ def test_sweep_json_schema(small_sweep):
     assert data["points"][1]["dense"] is None
     assert data["points"][0]["equivalence"]["passed"] is True
     assert {"time_exponent", "memory_exponent", "time_exponent_all", "memory_exponent_all",
-            "fit_nnz", "dense_time_exponent_nodes", "memory_budget_mb", "passed"} <= set(data)
+            "kernel_time_exponent", "local_time_exponents", "fit_nnz",
+            "dense_time_exponent_nodes", "memory_budget_mb", "passed"} <= set(data)
+    assert len(data["local_time_exponents"]) == 1
+    assert {"num_nodes", "adjacency_nnz", "feature_nnz", "sparse", "dense", "kernel_ms",
+            "dense_estimate_bytes", "dense_skipped", "equivalence"} == set(data["points"][0])
     assert data["dense_time_exponent_nodes"] is None  # one dense size: no slope
 
 
@@ -160,20 +165,29 @@ def test_sweep_needs_the_synthetic_dataset():
         bench.scale_sweep(bench.bench_config("karate"), [200])
 
 
-def point(nnz: int, ms: float, peak: int) -> bench.SweepPoint:
+def point(nnz: int, ms: float, peak: int, kernel_ms: float = 0.0) -> bench.SweepPoint:
     row = bench.RepresentationResult("sparse", ms, 0.0, peak, 0, 0, 0, 0.0, 0.0)
-    return bench.SweepPoint(nnz // 11, nnz, 0, row, 0)
+    return bench.SweepPoint(nnz // 11, nnz, 0, row, 0, kernel_ms)
 
 
 def test_exponents_are_log_log_slopes_above_the_overhead_floor():
     # time flat below FIT_MIN_NNZ (overhead), then ∝ nnz^1.1; memory ∝ nnz
     nnz = [10_000, 100_000, 1_000_000, 10_000_000]
     ms = [1.0, 1.0, 1.0 * 10 ** 1.1, 1.0 * 100 ** 1.1]
-    fit = bench._fit([point(n, t, 40 * n) for n, t in zip(nnz, ms)], 100, 1, 0)
+    kernel = [0.01 * (n / 1e4) ** 1.5 for n in nnz]  # a cache-bound kernel: ∝ nnz^1.5
+    fit = bench._fit([point(n, t, 40 * n, k) for n, t, k in zip(nnz, ms, kernel)], 100, 1, 0)
     assert fit.fit_nnz == nnz[1:]
     assert fit.time_exponent == pytest.approx(np.polyfit(np.log(nnz[1:]), np.log(ms[1:]), 1)[0])
     assert fit.memory_exponent == pytest.approx(1.0)
     assert fit.time_exponent_all < fit.time_exponent
+    assert fit.kernel_time_exponent == pytest.approx(1.5)
+    assert fit.local_time_exponents == pytest.approx([0.0, 1.1, 1.1])
+
+
+def test_no_kernel_time_means_no_kernel_exponent():
+    fit = bench._fit([point(10**5, 1.0, 10), point(10**6, 10.0, 100)], 100, 1, 0)
+    assert fit.kernel_time_exponent is None
+    assert fit.time_exponent == pytest.approx(1.0)
 
 
 def test_fewer_than_two_large_sizes_fit_all_of_them():

@@ -7,11 +7,11 @@ op, which the message answers with the known ones; a size other than small or me
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich import box
@@ -44,7 +44,7 @@ class DelayedBar:
                                      MofNCompleteColumn(), TextColumn("{task.description}"),
                                      console=err_console, transient=True)
             self.progress.start()
-            self.task = self.progress.add_task("", total=total)
+            self.task = self.progress.add_task(name, total=total, completed=done)
         if self.progress is not None:
             self.progress.update(self.task, completed=done, description=name)
 
@@ -61,7 +61,7 @@ def _shapes(shapes: tuple) -> str:
 
 
 def _err(x: float) -> str:
-    return f"{x:.1e}" if x == x else "-"  # NaN: the check raised before measuring
+    return "-" if math.isnan(x) else f"{x:.1e}"  # NaN: the check raised before measuring
 
 
 def results_table(rows: list[checks.CheckRow], seed: int, size: str) -> Table:
@@ -118,7 +118,7 @@ def results_dict(rows: list[checks.CheckRow], seed: int, size: str, seconds: flo
 
 def _summary(rows: list[checks.CheckRow], seconds: float) -> str:
     failed = sorted({r.op for r in rows if not r.passed})
-    measured = [r for r in rows if r.max_abs_err == r.max_abs_err]
+    measured = [r for r in rows if not math.isnan(r.max_abs_err)]
     worst = max(measured, key=lambda r: r.max_abs_err, default=None)
     where = f"; worst abs err {worst.max_abs_err:.1e} ({worst.op}, {worst.oracle})" if worst else ""
     head = (f"[bold red]{len(failed)} of {len({r.op for r in rows})} ops failed[/]: "
@@ -136,7 +136,7 @@ def gradcheck_command(
     seed: int = typer.Option(0, "--seed", help="Seed of the random inputs and weightings."),
     size: str = typer.Option("small", "--size", metavar="small|medium",
                              help="Input size; the scalar oracle runs at small only."),
-    json_path: Optional[Path] = typer.Option(None, "--json", metavar="PATH",
+    json_path: Path | None = typer.Option(None, "--json", metavar="PATH",
                                              help="Also write the results as JSON here."),
 ) -> None:
     """Check every op's gradient in float64 against finite differences, its dense

@@ -17,7 +17,7 @@ from mgsparse.nn.module import LoadResult, Module, ModuleList, Parameter, Sequen
 from mgsparse.nn.sage import GraphSAGE, SAGEConv
 
 __all__ = [
-    "ELU", "Dropout", "GAT", "GATConv", "GraphSAGE", "Identity", "LeakyReLU", "Linear",
-    "LoadResult", "Module", "ModuleList", "Parameter", "ReLU", "SAGEConv", "Sequential",
-    "Sigmoid", "Tanh", "functional", "glorot_",
+    "ELU", "GAT", "Dropout", "GATConv", "GraphSAGE", "Identity", "LeakyReLU", "Linear",
+    "LoadResult", "Module", "ModuleList", "Parameter", "ReLU", "SAGEConv", "Sequential", "Sigmoid",
+    "Tanh", "functional", "glorot_",
 ]

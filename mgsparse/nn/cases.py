@@ -13,7 +13,7 @@ all and a node with outgoing edges only, so zero-degree paths are exercised too.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

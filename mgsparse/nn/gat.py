@@ -170,7 +170,7 @@ class GAT(Module):
         if layers < 1:
             raise HyperparameterError(f"GAT needs at least one layer, got {layers}")
         self.rng = rng if rng is not None else np.random.default_rng()
-        common = dict(dropout=attn_dropout, rng=self.rng, dtype=dtype)
+        common = {"dropout": attn_dropout, "rng": self.rng, "dtype": dtype}
         widths = [in_features] + [hidden * heads] * (layers - 1)
         self.convs = ModuleList(
             [GATConv(w, hidden, heads, concat=True, **common) for w in widths[:-1]]

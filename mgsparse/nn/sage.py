@@ -10,6 +10,7 @@ weight W_r (the "root weight"), so a node can keep what it knows apart from its 
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -113,7 +114,7 @@ class GraphSAGE(Module):
         last = layers - 1
         self.convs = ModuleList(SAGEConv(a, b, normalize=normalize and i < last, rng=self.rng,
                                          dtype=dtype)
-                                for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])))
+                                for i, (a, b) in enumerate(pairwise(widths)))
         self.p, self.act_name = float(dropout), activation
         self.act = get_activation(activation)
         self.edge_index = None if edge_index is None else np.asarray(edge_index)

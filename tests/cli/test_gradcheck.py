@@ -1,0 +1,150 @@
+"""`mgsparse gradcheck` driven as a user would: exit codes, the table, the JSON file."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from mgsparse.checks import DENSE, FINITE_DIFFERENCES, KNOWN_OPS, SCALAR
+from mgsparse.cli import _register_commands, app
+from mgsparse.cli import gradcheck as command
+from mgsparse.engine import ops
+from mgsparse.sparse.ops import SpMM
+
+runner = CliRunner()
+_register_commands()
+
+ROW_KEYS = {"op", "input_shapes", "nnz", "max_abs_err", "max_rel_err", "oracle", "verdict",
+            "detail"}
+
+
+def run(*args: str):
+    return runner.invoke(app, ["gradcheck", *map(str, args)])
+
+
+def one_line_error(result, code: int, *needles: str) -> str:
+    assert result.exit_code == code, result.output
+    lines = [line for line in result.output.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.output
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+def test_all_ops_pass_and_every_op_is_listed(tmp_path):
+    path = tmp_path / "all.json"
+    result = run("--json", path)
+    assert result.exit_code == 0, result.output
+    table_ops = {line.split()[0] for line in result.output.splitlines() if line.strip()}
+    assert [name for name in KNOWN_OPS if name not in table_ops] == []
+    report = json.loads(path.read_text())
+    assert report["passed"] is True and report["failed"] == 0
+    assert report["ops"] == len(KNOWN_OPS) == len({r["op"] for r in report["rows"]})
+    assert f"all {report['checks']} checks of {len(KNOWN_OPS)} ops passed" in result.output
+    assert "FAIL" not in result.output
+
+
+def test_spmm_json_has_the_expected_schema(tmp_path):
+    path = tmp_path / "out.json"
+    result = run("--op", "spmm", "--json", path)
+    assert result.exit_code == 0, result.output
+    report = json.loads(path.read_text())
+    assert set(report) == {"seed", "size", "passed", "checks", "failed", "ops", "seconds", "rows"}
+    assert (report["seed"], report["size"], report["checks"], report["ops"]) == (0, "small", 3, 1)
+    rows = report["rows"]
+    assert [r["oracle"] for r in rows] == [FINITE_DIFFERENCES, DENSE, SCALAR]
+    for r in rows:
+        assert set(r) == ROW_KEYS
+        assert r["op"] == "sparse.spmm" and r["verdict"] == "PASS" and r["detail"] == ""
+        assert r["input_shapes"] == [[12], [5, 3], [6, 5]] and r["nnz"] == 12
+        assert 0 <= r["max_abs_err"] < 1e-7 and 0 <= r["max_rel_err"] < 1e-7
+
+
+def test_a_broken_sparse_backward_exits_1_with_a_fail_row(monkeypatch, tmp_path):
+    original = SpMM.vjp
+
+    def wrong(ctx, g):  # a wrong value, not an exception: no scalar fallback kicks in
+        dv, dX, ds = original(ctx, g)
+        return (None if dv is None else -dv), dX, ds
+
+    monkeypatch.setattr(SpMM, "vjp", staticmethod(wrong))
+    path = tmp_path / "broken.json"
+    result = run("--op", "spmm", "--op", "engine.add", "--json", path)
+    assert result.exit_code == 1, result.output
+    verdicts = {(r["op"], r["oracle"]): r["verdict"] for r in json.loads(path.read_text())["rows"]}
+    assert verdicts[("sparse.spmm", FINITE_DIFFERENCES)] == "FAIL"
+    assert verdicts[("sparse.spmm", SCALAR)] == "FAIL"
+    assert verdicts[("engine.add", FINITE_DIFFERENCES)] == "PASS"
+    assert "1 of 2 ops failed: sparse.spmm" in result.output
+    assert result.output.count("FAIL") == 3
+
+
+def test_a_broken_dense_backward_exits_1(monkeypatch):
+    def wrong(ctx, g):
+        a, b = ctx.saved_tensors
+        return ops.unbroadcast(g * a, a.shape), ops.unbroadcast(g * a, b.shape)  # da uses a
+    monkeypatch.setattr(ops.Mul, "backward", staticmethod(wrong))
+    result = run("--op", "engine.mul")
+    assert result.exit_code == 1, result.output
+    assert "1 of 1 ops failed: engine.mul" in result.output
+    verdicts = [line.split()[-1] for line in result.output.splitlines()
+                if line.split() and line.split()[-1] in ("PASS", "FAIL")]
+    assert verdicts == ["FAIL", "FAIL"]  # finite differences and scalar
+
+
+def test_a_backward_that_raises_is_explained(monkeypatch):
+    def broken(ctx, g):
+        raise ValueError("no")
+    monkeypatch.setattr(SpMM, "vjp", staticmethod(broken))
+    result = run("--op", "sparse.spmm")
+    assert result.exit_code == 1
+    assert ("FAIL sparse.spmm (finite differences): hand-written backward failed: spmm: "
+            "backward failed (ValueError: no)") in result.output
+
+
+def test_medium_size_has_no_scalar_rows(tmp_path):
+    path = tmp_path / "medium.json"
+    result = run("--op", "spmm", "--op", "nn.gcn_conv", "--size", "medium", "--seed", 5,
+                 "--json", path)
+    assert result.exit_code == 0, result.output
+    report = json.loads(path.read_text())
+    assert (report["seed"], report["size"]) == (5, "medium")
+    assert [(r["op"], r["oracle"]) for r in report["rows"]] == [
+        ("sparse.spmm", FINITE_DIFFERENCES), ("sparse.spmm", DENSE),
+        ("nn.gcn_conv", FINITE_DIFFERENCES), ("nn.gcn_conv", DENSE)]
+
+
+def test_unknown_op_exits_2_listing_the_known_ones():
+    line = one_line_error(run("--op", "spmm", "--op", "spmn"), 2,
+                          "unknown op 'spmn' (did you mean 'sparse.spmm'?); known ops:")
+    assert all(name in line for name in KNOWN_OPS)
+
+
+def test_bad_size_exits_2():
+    one_line_error(run("--size", "large"), 2, "unknown size 'large'; known sizes: small, medium")
+
+
+def test_json_into_a_missing_folder_exits_2_before_running(tmp_path):
+    missing = tmp_path / "nope" / "out.json"
+    one_line_error(run("--op", "spmm", "--json", missing), 2,
+                   f"--json: folder {missing.parent} does not exist")
+
+
+@pytest.mark.parametrize("terminal, delay, shown", [(True, 0.0, True), (True, 60.0, False),
+                                                     (False, 0.0, False)])
+def test_progress_bar_only_on_a_terminal_and_only_after_a_moment(monkeypatch, terminal, delay,
+                                                                  shown):
+    stream = io.StringIO()
+    monkeypatch.setattr(command, "err_console", Console(file=stream, force_terminal=terminal,
+                                                        width=80))
+    monkeypatch.setattr(command, "BAR_DELAY_S", delay)
+    with command.DelayedBar() as bar:
+        for done, name in enumerate(["engine.add", "sparse.spmm", ""]):
+            bar(done, 2, name)
+    text = stream.getvalue()
+    assert ("gradcheck" in text and "2/2" in text) is shown, text
+    assert shown or text == ""
