@@ -15,7 +15,11 @@ measured apart, each framework in a fresh child process: the resident-set high-w
 tracemalloc's sight, so only the resident set compares both); mgsparse's tracemalloc peak is
 shown as well.
 
-    python benchmarks/compare_pyg.py [--epochs 200] [--runs 3]
+    python benchmarks/compare_pyg.py [--epochs 200] [--runs 3] [--threads N]
+
+--threads sets torch's intra-op threads (default: torch's own choice, one per core). On a
+machine whose cores are busy with other work, OpenMP threads wait on each other at every op
+and one thread is faster; the table says how many were used.
 
 Without torch and torch_geometric (pip install 'mgsparse[compare]') it says so and exits 0.
 """
@@ -171,9 +175,10 @@ def probe(side_name: str, epochs: int) -> dict:
             "hwm_reset": exact}
 
 
-def measure_memory(side_name: str, epochs: int) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--probe", side_name, "--epochs",
-                           str(epochs)], capture_output=True, text=True, check=False, timeout=900)
+def measure_memory(side_name: str, epochs: int, threads: int | None) -> dict:
+    command = [sys.executable, __file__, "--probe", side_name, "--epochs", str(epochs)]
+    command += ["--threads", str(threads)] if threads else []
+    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=900)
     if done.returncode != 0:
         raise SystemExit(f"memory probe for {side_name} failed:\n{done.stderr}")
     return json.loads(done.stdout)
@@ -216,18 +221,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=200)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     parser.add_argument("--probe", choices=sorted(SIDES), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if not frameworks_available():
         print("compare_pyg: torch and torch_geometric are not installed "
               "(pip install 'mgsparse[compare]'); nothing to compare")
         return
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     if args.probe:
         print(json.dumps(probe(args.probe, args.epochs)))
         return
     graph = load_dataset("cora", normalize_features=True)
     runs = [alternate(graph, args.epochs, seed) for seed in range(args.runs)]
-    memory = {name: measure_memory(name, args.epochs) for name in SIDES}
+    memory = {name: measure_memory(name, args.epochs, args.threads) for name in SIDES}
     report(runs, memory, args.epochs)
 
 

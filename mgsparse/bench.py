@@ -137,15 +137,10 @@ class DenseVsSparseResult:
                 f"memory; {agree} (max relative difference {eq.max_rel_diff:.1e})")
 
     def to_dict(self) -> dict[str, Any]:
-        head = {k: getattr(self, k) for k in ("dataset", "num_nodes", "num_features",
-                                                "adjacency_nnz", "feature_nnz", "repeat",
-                                                "warmup")}
-        return {"benchmark": "dense_vs_sparse", **head,
-                "sparse": dataclasses.asdict(self.sparse),
-                "dense": dataclasses.asdict(self.dense),
-                "ratios": {"time_dense_over_sparse": self.time_ratio,
-                           "traced_peak_dense_over_sparse": self.memory_ratio,
-                           "rss_dense_over_sparse": self.rss_ratio},
+        ratios = {"time_dense_over_sparse": self.time_ratio,
+                  "traced_peak_dense_over_sparse": self.memory_ratio,
+                  "rss_dense_over_sparse": self.rss_ratio}
+        return {"benchmark": "dense_vs_sparse", **dataclasses.asdict(self), "ratios": ratios,
                 "equivalence": self.equivalence.to_dict(), "verdict": self.verdict()}
 
 

@@ -13,9 +13,12 @@ An entry passes when |analytic − oracle| ≤ atol + rtol·|oracle|; the dense 
 also compare the output itself. A sparse op whose hand-written backward raised and was
 rescued by its scalar fallback fails: the fallback would hide the very bug a check looks for.
 Names are `group.op` (group: engine, sparse, nn); `select_ops` also takes a bare op name
-(`spmm`, or `relu` for both engine.relu and sparse.relu) or a whole group. The sparse cases
-are `mgsparse.sparse.cases.SPARSE_OPS`; the layer cases are GCNConv and GCN's learned edge
-weights here plus every entry of `mgsparse.nn.cases.LAYER_CASES` (one entry there is one
+(`spmm`, or `relu` for both engine.relu and sparse.relu) or a whole group.
+
+The cases live next to what they check; this module runs them. In registry order: the dense
+ops of `mgsparse.engine.cases.ENGINE_OPS`, the losses of `mgsparse.nn.cases.LOSS_CASES`, the
+sparse ops of `mgsparse.sparse.cases.SPARSE_OPS`, then the layers: GCNConv and GCN's learned
+edge weights here plus every entry of `mgsparse.nn.cases.LAYER_CASES` (one entry there is one
 check here; those run on their own fixed small graph whatever the size).
 """
 
@@ -29,23 +32,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mgsparse.engine import Tensor, Value, concatenate, no_grad, stack
+from mgsparse.engine import Tensor, no_grad
+from mgsparse.engine.cases import ENGINE_OPS, OpCase, by_name, leaf, normal
 from mgsparse.engine.gradcheck import gradcheck
 from mgsparse.errors import ConfigError
-from mgsparse.nn import functional as F
-from mgsparse.nn.cases import LAYER_CASES, random_graph
+from mgsparse.nn.cases import LAYER_CASES, LOSS_CASES, random_graph
 from mgsparse.nn.conv import GCNConv
 from mgsparse.nn.models import GCN
 from mgsparse.sparse import SPARSE_OPS, ScalarFallbackWarning, SparseTensor
 from mgsparse.sparse.cases import analytic_grads, scalar_grads
 
 SIZES = ("small", "medium")
-DENSE_SIZES = {"small": (3, 4), "medium": (12, 16)}  # (n, m) of a dense operand
 LAYER_SIZES = {"small": (6, 4, 3, 12), "medium": (20, 8, 5, 60)}  # nodes, F_in, F_out, edges
 FINITE_DIFFERENCES, DENSE, SCALAR = "finite differences", "dense equivalent", "scalar"
 FD_EPS, FD_ATOL, FD_RTOL = 1e-6, 1e-6, 1e-5
 EXACT_ATOL, EXACT_RTOL = 1e-9, 1e-7  # two analytic routes in float64 differ by round-off only
-KINK_MARGIN = 0.1  # inputs stay this far from kinks (relu at 0, clip bounds)
 
 
 @dataclass(frozen=True)
@@ -95,153 +96,13 @@ class CheckRow:
                 "oracle": self.oracle, "verdict": self.verdict, "detail": self.detail}
 
 
-# ---------------------------------------------------------------- inputs
-
-
-def _leaf(x: np.ndarray) -> Tensor:
-    return Tensor(np.asarray(x, dtype=np.float64), requires_grad=True)
-
-
-def _normal(rng: np.random.Generator, shape: tuple, kinks: Sequence[float] = ()) -> Tensor:
-    """Standard normal entries, each at least KINK_MARGIN away from every kink, where a
-    one-sided derivative would make central differences meaningless."""
-    x = rng.standard_normal(shape)
-    for k in kinks:
-        x = np.where(np.abs(x - k) < KINK_MARGIN, k + np.copysign(KINK_MARGIN, x - k), x)
-    return _leaf(x)
-
-
-def _positive(rng: np.random.Generator, shape: tuple) -> Tensor:
-    return _leaf(np.abs(rng.standard_normal(shape)) + 0.5)
-
-
-def _keep(shape: tuple, p: float = 0.5, seed: int = 7) -> np.ndarray:
-    """The inverted-dropout scaling `Tensor.dropout` draws from default_rng(seed)."""
-    return (np.random.default_rng(seed).random(shape) >= p) / (1 - p)
-
-
-# ---------------------------------------------------------------- scalar references
-
-
-def _each(f: Callable) -> Callable[..., np.ndarray]:
-    """f applied entry by entry (with broadcasting) to object arrays of Values."""
-    return np.vectorize(f, otypes=[object])
-
-
-def _mean(a: np.ndarray):
-    return a.sum() * (1.0 / a.size)
-
-
-def _scalar_softmax(a: np.ndarray) -> np.ndarray:
-    e = _each(Value.exp)(a)
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def _scalar_log_softmax(a: np.ndarray) -> np.ndarray:
-    return a - _each(Value.log)(_each(Value.exp)(a).sum(axis=-1, keepdims=True))
-
-
-def _scalar_cross_entropy(z: np.ndarray, t: np.ndarray, mask: np.ndarray):
-    """mean over masked rows i of log Σ_c exp z_ic − z_i,t_i."""
-    losses = [_each(Value.exp)(z[i]).sum().log() - z[i, t[i]] for i in np.flatnonzero(mask)]
-    return sum(losses[1:], losses[0]) * (1.0 / len(losses))
-
-
-def _scalar_bce(x, y):
-    """mean of max(x, 0) − x·y + log(1 + e^−|x|), the branches taken on the data."""
-    def one(a, b):
-        return a.relu() - a * b + (1 + (a if a.data < 0 else -a).exp()).log()
-    return _mean(_each(one)(x, y))
-
-
-def _clip(v: Value, lo: float = -0.5, hi: float = 0.5):
-    return v if lo <= v.data <= hi else min(max(v.data, lo), hi)
-
-
 # ---------------------------------------------------------------- engine ops and losses
 
 
-def _dense_case(name: str, inputs: Callable, fn: Callable, scalar: Callable | None = None) -> Case:
-    """inputs(rng, n, m) → the op's inputs, with (n, m) = DENSE_SIZES[size]; a scalar
-    reference returning one Value (a loss) is wrapped as a 0-d object array."""
-    as_array = scalar and (lambda *a: np.asarray(scalar(*a), dtype=object))
-    return Case(name, lambda rng, size: inputs(rng, *DENSE_SIZES[size]), fn, scalar=as_array)
-
-
-def _unary(name: str, fn: Callable, scalar: Callable | None, kinks=(), positive=False) -> Case:
-    def inputs(rng, n, m):
-        return (_positive(rng, (n, m)) if positive else _normal(rng, (n, m), kinks),)
-    return _dense_case(f"engine.{name}", inputs, fn, scalar)
-
-
-def _targets(rng, n, m):
-    """(logits, class ids, a boolean mask leaving the first row out)."""
-    return _normal(rng, (n, m)), rng.integers(0, m, n), np.arange(n) > 0
-
-
-_GETITEM = (np.array([0, 2, 0]), slice(1, None))  # a repeated row: the gradients must add
-_ENGINE_CASES = [
-    _dense_case("engine.add", lambda r, n, m: (_normal(r, (n, m)), _normal(r, (m,))),
-                lambda a, b: a + b, lambda a, b: a + b),
-    _dense_case("engine.sub", lambda r, n, m: (_normal(r, (n, m)), _normal(r, (n, 1))),
-                lambda a, b: a - b, lambda a, b: a - b),
-    _dense_case("engine.mul", lambda r, n, m: (_normal(r, (n, m)), _normal(r, (n, 1))),
-                lambda a, b: a * b, lambda a, b: a * b),
-    _dense_case("engine.div", lambda r, n, m: (_normal(r, (n, m)), _positive(r, (m,))),
-                lambda a, b: a / b, lambda a, b: a / b),
-    _dense_case("engine.pow_tensor", lambda r, n, m: (_positive(r, (n, m)), _normal(r, (n, m))),
-                lambda a, b: a**b, _each(lambda a, b: (b * a.log()).exp())),
-    _unary("neg", lambda x: -x, lambda a: -a),
-    _unary("pow", lambda x: x**2.5, lambda a: a**2.5, positive=True),
-    _unary("sqrt", lambda x: x.sqrt(), lambda a: a**0.5, positive=True),
-    _unary("exp", lambda x: x.exp(), _each(Value.exp)),
-    _unary("log", lambda x: x.log(), _each(Value.log), positive=True),
-    _unary("relu", lambda x: x.relu(), _each(Value.relu), kinks=(0,)),
-    _unary("leaky_relu", lambda x: x.leaky_relu(0.2),
-           _each(lambda v: v.relu() - (-v).relu() * 0.2), kinks=(0,)),
-    _unary("elu", lambda x: x.elu(1.0), _each(lambda v: v if v.data > 0 else v.exp() - 1),
-           kinks=(0,)),
-    _unary("sigmoid", lambda x: x.sigmoid(), _each(Value.sigmoid)),
-    _unary("tanh", lambda x: x.tanh(), _each(Value.tanh)),
-    _unary("abs", lambda x: x.abs(), _each(lambda v: v if v.data >= 0 else -v), kinks=(0,)),
-    _unary("clip", lambda x: x.clip(-0.5, 0.5), _each(_clip), kinks=(-0.5, 0.5)),
-    _unary("cast", lambda x: x.astype(np.float64), lambda a: a),
-    _unary("sum", lambda x: x.sum(axis=0), lambda a: a.sum(axis=0)),
-    _unary("max", lambda x: x.max(axis=1), None),  # Value has no comparison: no scalar reference
-    _unary("mean", lambda x: x.mean(axis=1, keepdims=True),
-           lambda a: a.sum(axis=1, keepdims=True) * (1.0 / a.shape[1])),
-    _unary("softmax", lambda x: x.softmax(-1), _scalar_softmax),
-    _unary("log_softmax", lambda x: x.log_softmax(-1), _scalar_log_softmax),
-    _unary("reshape", lambda x: x.reshape(x.shape[1], -1), lambda a: a.reshape(a.shape[1], -1)),
-    _dense_case("engine.transpose", lambda r, n, m: (_normal(r, (2, n, m)),),
-                lambda x: x.transpose(2, 0, 1), lambda a: a.transpose(2, 0, 1)),
-    _unary("getitem", lambda x: x[_GETITEM], lambda a: a[_GETITEM]),
-    _dense_case("engine.getitem_mask", lambda r, n, m: (_normal(r, (n, m)), r.random((n, m)) < .5),
-                lambda x, mask: x[mask], lambda a, mask: a[mask]),
-    _dense_case("engine.concatenate", lambda r, n, m: (_normal(r, (n, m)), _normal(r, (n, 2))),
-                lambda a, b: concatenate([a, b], axis=1),
-                lambda a, b: np.concatenate([a, b], axis=1)),
-    _dense_case("engine.stack", lambda r, n, m: (_normal(r, (n, m)), _normal(r, (n, m))),
-                lambda a, b: stack([a, b], axis=1), lambda a, b: np.stack([a, b], axis=1)),
-    _dense_case("engine.matmul", lambda r, n, m: (_normal(r, (n, m)), _normal(r, (m, 3))),
-                lambda a, b: a @ b, np.dot),
-    _dense_case("engine.matmul_vector", lambda r, n, m: (_normal(r, (n, m)), _normal(r, (m,))),
-                lambda a, b: a @ b, np.dot),
-    _dense_case("engine.matmul_batched",
-                lambda r, n, m: (_normal(r, (2, n, m)), _normal(r, (m, 3))),
-                lambda a, b: a @ b, np.matmul),
-    _unary("dropout", lambda x: x.dropout(0.5, True, np.random.default_rng(7)),
-           lambda a: a * _keep(a.shape)),
-    _dense_case("nn.cross_entropy", _targets, F.cross_entropy, _scalar_cross_entropy),
-    _dense_case("nn.nll_loss",  # an index mask repeating row 0: its gradient counts twice
-                lambda r, n, m: (_normal(r, (n, m)), r.integers(0, m, n), np.array([0, 0, n - 1])),
-                F.nll_loss, lambda a, t, rows: -_mean(a[rows, t[rows]])),
-    _dense_case("nn.bce_with_logits",
-                lambda r, n, m: (_normal(r, (n, m)), _leaf(r.random((n, m)))),
-                F.binary_cross_entropy_with_logits, _scalar_bce),
-    _dense_case("nn.mse_loss", lambda r, n, m: (_normal(r, (n, m)), _normal(r, (n, m))),
-                F.mse_loss, lambda a, b: _mean((a - b) * (a - b))),
-]
+def _dense_case(group: str, op: OpCase) -> Case:
+    """An `OpCase` of mgsparse.engine.cases (an engine op, or a loss of mgsparse.nn.cases):
+    finite differences and, where it has one, the scalar oracle."""
+    return Case(f"{group}.{op.name}", op.build, op.fn, scalar=op.scalar)
 
 
 # ---------------------------------------------------------------- sparse ops
@@ -291,7 +152,7 @@ def _bind(module, call: Callable) -> tuple[Callable, tuple]:
                 owner = getattr(owner, part)
             setattr(owner, attr, tensor)
         return call(module, x, *tensors[len(names):])
-    return fn, tuple(_leaf(p.data) for _, p in module.named_parameters())
+    return fn, tuple(leaf(p.data) for _, p in module.named_parameters())
 
 
 def _dense_gcn_norm(edges: np.ndarray, n: int) -> Tensor:
@@ -307,7 +168,7 @@ def _gcn_conv(rng: np.random.Generator, size: str):
     conv = GCNConv(f_in, f_out, rng=rng, dtype=np.float64)
     fn, params = _bind(conv, lambda m, x: m(x, edges))
     dense, _ = _bind(conv, lambda m, x: m(x, _dense_gcn_norm(edges, n)))
-    return fn, (_normal(rng, (n, f_in)), *params), dense, edges.shape[1]
+    return fn, (normal(rng, (n, f_in)), *params), dense, edges.shape[1]
 
 
 def _gcn_learn_edge_weight(rng: np.random.Generator, size: str):
@@ -317,7 +178,7 @@ def _gcn_learn_edge_weight(rng: np.random.Generator, size: str):
     model = GCN(f_in, 5, f_out, rng=rng, dtype=np.float64, edge_index=edges,
                 learn_edge_weight=True).eval()
     fn, params = _bind(model, lambda m, x: m(x, None))
-    return fn, (_normal(rng, (n, f_in)), *params), None, edges.shape[1]
+    return fn, (normal(rng, (n, f_in)), *params), None, edges.shape[1]
 
 
 _LAYER_CASES = [
@@ -328,17 +189,12 @@ _LAYER_CASES = [
 ]
 
 
-def _registry(cases: list[Case]) -> dict[str, Case]:
-    """name → case; two cases of one name (say, a layer added twice) would hide one."""
-    names = [c.name for c in cases]
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise ValueError(f"duplicate gradcheck cases: {', '.join(repeated)}")
-    return {c.name: c for c in cases}
-
-
-CASES: dict[str, Case] = _registry(
-    [*_ENGINE_CASES, *(_sparse_case(op) for op in SPARSE_OPS.values()), *_LAYER_CASES])
+CASES: dict[str, Case] = by_name([
+    *(_dense_case("engine", op) for op in ENGINE_OPS.values()),
+    *(_dense_case("nn", op) for op in LOSS_CASES.values()),
+    *(_sparse_case(op) for op in SPARSE_OPS.values()),
+    *_LAYER_CASES,
+])
 KNOWN_OPS: tuple[str, ...] = tuple(CASES)
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(name.split(".")[0] for name in KNOWN_OPS))
 

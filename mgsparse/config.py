@@ -6,7 +6,8 @@ the dataclasses below: each field's annotation gives its type (``Literal`` for a
 ``X | None`` when null is allowed, ``tuple[float, float]`` for a pair) and its metadata
 gives its range, so one table drives every check. Errors are ``ConfigError`` with one
 line ``<file>:<line>: <section.key> <problem>`` (or ``--set section.key=value: ...`` for
-a command-line override), so a user can jump straight to the bad key.
+a command-line override), so a user can jump straight to the bad key; the lines come from
+`mgsparse.config_yaml`, which reads the file.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import dataclasses
 import difflib
 import math
 import operator
-import re
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import yaml
 
+from mgsparse.config_yaml import Loader, Where, parse_yaml, yaml_error
 from mgsparse.errors import ConfigError
 
 POINT_CLOUD_DATASETS = ("moons", "circles", "blobs")
@@ -153,83 +154,6 @@ class Config:
                 for name in SECTIONS}
 
 
-# ---------------------------------------------------------------- YAML with line numbers
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that also reads ``5e-4`` and ``1e3`` as floats (YAML 1.2), not strings."""
-
-
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."),
-)
-
-
-@dataclass
-class _Where:
-    """Maps a key path to where the user wrote it: a file line or a ``--set`` option."""
-
-    source: str
-    lines: dict[tuple, int] = field(default_factory=dict)
-    overrides: dict[tuple, str] = field(default_factory=dict)
-
-    def __call__(self, path: tuple) -> str:
-        if path in self.overrides:
-            return self.overrides[path]
-        for depth in range(len(path), -1, -1):  # fall back to the section, then the file
-            if path[:depth] in self.lines:
-                return f"{self.source}:{self.lines[path[:depth]]}"
-        return self.source
-
-
-def _yaml_error(err: yaml.YAMLError, where: str, with_line: bool = True) -> ConfigError:
-    """PyYAML's multi-line report squeezed into one line, keeping its line number."""
-    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
-    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-    if problem.startswith("but ") and getattr(err, "context", None):  # "expected X, but Y"
-        problem = f"{err.context}, {problem}"
-    line = f":{mark.line + 1}" if mark is not None and with_line else ""
-    return ConfigError(f"{where}{line}: invalid YAML: {' '.join(problem.split())}")
-
-
-def _record_lines(node: yaml.MappingNode, where: _Where, prefix: tuple = ()) -> None:
-    """Note the line of every key of the top two levels; PyYAML hides duplicates, we don't."""
-    for key_node, value_node in node.value:
-        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
-            continue
-        path, line = prefix + (key_node.value,), key_node.start_mark.line + 1
-        if path in where.lines:
-            raise ConfigError(f"{where.source}:{line}: duplicate key {'.'.join(path)} "
-                              f"(first set on line {where.lines[path]})")
-        where.lines[path] = line
-        if not prefix and isinstance(value_node, yaml.MappingNode):
-            _record_lines(value_node, where, path)
-
-
-def _parse_yaml(text: str, where: _Where) -> Any:
-    """One parse gives both the node tree (for line numbers) and the plain data."""
-    loader = None
-    try:
-        loader = _Loader(text)
-        node = loader.get_single_node()
-        data = None if node is None else loader.construct_document(node)
-    except yaml.YAMLError as err:
-        raise _yaml_error(err, where.source) from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-    if node is None:
-        raise ConfigError(f"{where.source}:1: config file is empty "
-                          f"(expected sections such as dataset:, model:, optim:)")
-    where.lines[()] = node.start_mark.line + 1
-    if not isinstance(node, yaml.MappingNode):
-        raise ConfigError(f"{where(())}: top level must be a mapping of sections "
-                          f"(got {_show(data)})")
-    _record_lines(node, where)
-    return data
-
-
 # ---------------------------------------------------------------- checking one value
 
 class _Bad(Exception):
@@ -337,7 +261,7 @@ def _unknown(kind: str, name: Any, options: Sequence[str], where: str,
     return ConfigError(f"{where}: unknown {kind} {dotted}{hint}")
 
 
-def _build_section(cls: type, name: str, raw: Any, where: _Where) -> Any:
+def _build_section(cls: type, name: str, raw: Any, where: Where) -> Any:
     """Check a section's keys in file order and build its frozen dataclass."""
     if raw is None:  # `optim:` followed only by comments means "all defaults"
         raw = {}
@@ -363,7 +287,7 @@ def _build_section(cls: type, name: str, raw: Any, where: _Where) -> Any:
     return cls(**values)
 
 
-def _check_combination(config: Config, where: _Where) -> None:
+def _check_combination(config: Config, where: Where) -> None:
     """Settings that are each valid but cannot work together."""
     data, model, train = config.dataset, config.model, config.train
     if data.name in POINT_CLOUD_DATASETS and model.kind != "mlp":
@@ -384,7 +308,7 @@ def _check_combination(config: Config, where: _Where) -> None:
 
 # ---------------------------------------------------------------- overrides
 
-def _apply_override(data: dict, text: str, where: _Where) -> None:
+def _apply_override(data: dict, text: str, where: Where) -> None:
     """Apply one ``section.key=value`` option; the value is read as YAML (null, 1e-3, [a, b])."""
     dotted, sep, raw_value = text.partition("=")
     dotted = dotted.strip()
@@ -398,9 +322,9 @@ def _apply_override(data: dict, text: str, where: _Where) -> None:
     if key not in known:
         raise _unknown("key", key, known, origin, section)
     try:
-        value = yaml.load(raw_value, Loader=_Loader)
+        value = yaml.load(raw_value, Loader=Loader)
     except yaml.YAMLError as err:
-        raise _yaml_error(err, origin, with_line=False) from None
+        raise yaml_error(err, origin, with_line=False) from None
     if data.get(section) is None:
         data[section] = {}
     if isinstance(data[section], dict):  # otherwise building the section reports it
@@ -410,7 +334,7 @@ def _apply_override(data: dict, text: str, where: _Where) -> None:
 
 # ---------------------------------------------------------------- public entry points
 
-def _build(data: Any, where: _Where, overrides: Sequence[str]) -> Config:
+def _build(data: Any, where: Where, overrides: Sequence[str]) -> Config:
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where(())}: top level must be a mapping of sections "
                           f"(got {_show(data)})")
@@ -433,14 +357,14 @@ def config_from_dict(d: Mapping[str, Any], source: str = "<dict>",
                      overrides: Sequence[str] = ()) -> Config:
     """Validate an already-parsed mapping (e.g. ``Config.to_dict()`` read back from JSON)."""
     try:
-        return _build(d, _Where(source), overrides)
+        return _build(d, Where(source), overrides)
     except ConfigError as err:  # a key or value may hold a newline; the CLI shows one line
         raise ConfigError(" ".join(str(err).splitlines())) from None
 
 
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
     """Read, override (``["optim.lr=0.005", ...]``) and validate a YAML config file."""
-    where = _Where(str(path))
+    where = Where(str(path))
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -450,6 +374,6 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
     except OSError as err:  # a directory, no permission...
         raise ConfigError(f"{path}: cannot read config file ({err.strerror})") from None
     try:
-        return _build(_parse_yaml(text, where), where, overrides)
+        return _build(parse_yaml(text, where), where, overrides)
     except ConfigError as err:  # a key or value may hold a newline; the CLI shows one line
         raise ConfigError(" ".join(str(err).splitlines())) from None

@@ -16,15 +16,18 @@ import sys
 
 import pytest
 
-LAYERS = ["engine", "sparse", "nn", "optim", "data", "config",
+LAYERS = ["engine", "sparse", "nn", "optim", "data", "config", "config_yaml",
           "train", "checks", "bench", "monitor", "viz", "cli"]
 MAY_IMPORT = {
     "engine": set(),
+    "engine.cases": {"engine"},
     "sparse": {"engine"},
     "nn": {"sparse", "engine"},
+    "nn.cases": {"nn", "sparse", "engine"},
     "optim": {"engine"},
     "data": set(),
-    "config": set(),
+    "config": {"config_yaml"},
+    "config_yaml": set(),
 }
 
 PROBE = """

@@ -1,4 +1,8 @@
-"""Whole-layer gradient-check cases for the graph layers, on a small random graph in float64.
+"""Gradient-check cases for mgsparse.nn: the losses, and whole layers on a small random graph.
+
+`LOSS_CASES` maps a loss name to an `mgsparse.engine.cases.OpCase`: float64 logits (and
+targets, masks) built at a dense size, the loss of `mgsparse.nn.functional`, and its scalar
+decomposition over micrograd `Value`s.
 
 `LAYER_CASES` maps a case name to `build(rng) -> (fn, inputs)`; then
 `mgsparse.gradcheck(fn, inputs)` compares the analytic gradient of the whole layer with
@@ -17,7 +21,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from mgsparse.engine import Tensor
+from mgsparse.engine import Tensor, Value
+from mgsparse.engine.cases import OpCase, by_name, each, leaf, normal, op_case, scalar_mean
+from mgsparse.nn import functional as F
 from mgsparse.nn.conv import GCNConv
 from mgsparse.nn.gat import GATConv
 from mgsparse.nn.module import Module
@@ -26,6 +32,42 @@ from mgsparse.nn.sage import SAGEConv
 NUM_NODES, NUM_EDGES, IN_FEATURES, OUT_FEATURES = 7, 16, 4, 3
 
 LayerCase = Callable[[np.random.Generator], tuple[Callable[..., Tensor], tuple]]
+
+
+# ---------------------------------------------------------------- losses
+
+
+def _targets(rng, n, m):
+    """(logits, class ids, a boolean mask leaving the first row out)."""
+    return normal(rng, (n, m)), rng.integers(0, m, n), np.arange(n) > 0
+
+
+def _scalar_cross_entropy(z: np.ndarray, t: np.ndarray, mask: np.ndarray):
+    """mean over masked rows i of log Σ_c exp z_ic − z_i,t_i."""
+    losses = [each(Value.exp)(z[i]).sum().log() - z[i, t[i]] for i in np.flatnonzero(mask)]
+    return sum(losses[1:], losses[0]) * (1.0 / len(losses))
+
+
+def _scalar_bce(x, y):
+    """mean of max(x, 0) − x·y + log(1 + e^−|x|), the branches taken on the data."""
+    def one(a, b):
+        return a.relu() - a * b + (1 + (a if a.data < 0 else -a).exp()).log()
+    return scalar_mean(each(one)(x, y))
+
+
+LOSS_CASES: dict[str, OpCase] = by_name([
+    op_case("cross_entropy", _targets, F.cross_entropy, _scalar_cross_entropy),
+    op_case("nll_loss",  # an index mask repeating row 0: its gradient counts twice
+            lambda r, n, m: (normal(r, (n, m)), r.integers(0, m, n), np.array([0, 0, n - 1])),
+            F.nll_loss, lambda a, t, rows: -scalar_mean(a[rows, t[rows]])),
+    op_case("bce_with_logits", lambda r, n, m: (normal(r, (n, m)), leaf(r.random((n, m)))),
+            F.binary_cross_entropy_with_logits, _scalar_bce),
+    op_case("mse_loss", lambda r, n, m: (normal(r, (n, m)), normal(r, (n, m))),
+            F.mse_loss, lambda a, b: scalar_mean((a - b) * (a - b))),
+])
+
+
+# ---------------------------------------------------------------- layers
 
 
 def random_graph(rng: np.random.Generator, num_nodes: int = NUM_NODES,

@@ -1,4 +1,5 @@
-"""The layer gradient-check registry: its random graph, and every case passing in float64."""
+"""The nn gradient-check cases: losses against their scalar oracles, the layers' random graph,
+and every layer case passing in float64."""
 
 from __future__ import annotations
 
@@ -7,7 +8,28 @@ import pytest
 
 from mgsparse import Tensor, gradcheck
 from mgsparse.errors import GradcheckError
-from mgsparse.nn.cases import LAYER_CASES, NUM_NODES, random_graph
+from mgsparse.nn import functional as F
+from mgsparse.nn.cases import LAYER_CASES, LOSS_CASES, NUM_NODES, random_graph
+from mgsparse.sparse.reference import data_of, to_values
+
+
+@pytest.mark.parametrize("name", sorted(LOSS_CASES))
+def test_every_loss_matches_its_scalar_oracle_and_passes_in_float64(name):
+    case = LOSS_CASES[name]
+    inputs = case.build(np.random.default_rng(0), "small")
+    loss = case.fn(*inputs)
+    values = [to_values(a.data) if isinstance(a, Tensor) else a for a in inputs]
+    assert loss.shape == () and loss.dtype == np.float64
+    assert data_of(case.scalar(*values)) == pytest.approx(float(loss.data), abs=1e-12)
+    assert gradcheck(case.fn, inputs).passed
+
+
+def test_nll_loss_case_counts_a_repeated_row_twice():
+    logits, targets, rows = LOSS_CASES["nll_loss"].build(np.random.default_rng(0), "small")
+    assert rows.tolist() == [0, 0, logits.shape[0] - 1]
+    F.nll_loss(logits, targets, rows).backward()
+    assert logits.grad[0, targets[0]] == pytest.approx(-2 / 3)
+    assert logits.grad[-1, targets[-1]] == pytest.approx(-1 / 3)
 
 
 def test_random_graph_has_distinct_edges_an_isolated_node_and_a_source_only_node(rng):
