@@ -95,3 +95,12 @@ def real_planetoid() -> Path:
 def planetoid_mirror(serve_folder):
     """The real ../shared/planetoid over loopback HTTP: (base_url, request_log)."""
     return serve_folder(require_real_data())
+
+
+@pytest.fixture
+def mirror_env(planetoid_mirror, monkeypatch, tmp_path_factory):
+    """MGSPARSE_PLANETOID_URL pointing at the loopback mirror, and a fresh download cache."""
+    url, _ = planetoid_mirror
+    monkeypatch.setenv("MGSPARSE_PLANETOID_URL", url)
+    monkeypatch.setenv("MGSPARSE_DATA", str(tmp_path_factory.mktemp("datasets")))
+    return url

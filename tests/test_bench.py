@@ -151,8 +151,8 @@ def test_sweep_json_schema(small_sweep):
     assert [p["num_nodes"] for p in data["points"]] == [200, 1200]
     assert data["points"][1]["dense"] is None
     assert data["points"][0]["equivalence"]["passed"] is True
-    assert {"time_exponent", "memory_exponent", "time_exponent_all", "memory_exponent_all",
-            "kernel_time_exponent", "local_time_exponents", "fit_nnz",
+    assert {"time_exponent_large", "memory_exponent_large", "time_exponent_all", "memory_exponent_all",
+            "kernel_time_exponent_large", "local_time_exponents", "fit_nnz",
             "dense_time_exponent_nodes", "memory_budget_mb", "passed"} <= set(data)
     assert len(data["local_time_exponents"]) == 1
     assert {"num_nodes", "adjacency_nnz", "feature_nnz", "sparse", "dense", "kernel_ms",
@@ -177,24 +177,24 @@ def test_exponents_are_log_log_slopes_above_the_overhead_floor():
     kernel = [0.01 * (n / 1e4) ** 1.5 for n in nnz]  # a cache-bound kernel: ∝ nnz^1.5
     fit = bench._fit([point(n, t, 40 * n, k) for n, t, k in zip(nnz, ms, kernel)], 100, 1, 0)
     assert fit.fit_nnz == nnz[1:]
-    assert fit.time_exponent == pytest.approx(np.polyfit(np.log(nnz[1:]), np.log(ms[1:]), 1)[0])
-    assert fit.memory_exponent == pytest.approx(1.0)
-    assert fit.time_exponent_all < fit.time_exponent
-    assert fit.kernel_time_exponent == pytest.approx(1.5)
+    assert fit.time_exponent_large == pytest.approx(np.polyfit(np.log(nnz[1:]), np.log(ms[1:]), 1)[0])
+    assert fit.memory_exponent_large == pytest.approx(1.0)
+    assert fit.time_exponent_all < fit.time_exponent_large
+    assert fit.kernel_time_exponent_large == pytest.approx(1.5)
     assert fit.local_time_exponents == pytest.approx([0.0, 1.1, 1.1])
 
 
 def test_no_kernel_time_means_no_kernel_exponent():
     fit = bench._fit([point(10**5, 1.0, 10), point(10**6, 10.0, 100)], 100, 1, 0)
-    assert fit.kernel_time_exponent is None
-    assert fit.time_exponent == pytest.approx(1.0)
+    assert fit.kernel_time_exponent_large is None
+    assert fit.time_exponent_large == pytest.approx(1.0)
 
 
 def test_fewer_than_two_large_sizes_fit_all_of_them():
     fit = bench._fit([point(1_000, 1.0, 10), point(10_000, 10.0, 100)], 100, 1, 0)
     assert fit.fit_nnz == [1_000, 10_000]
-    assert fit.time_exponent == pytest.approx(1.0)
-    assert bench._fit([point(1_000, 1.0, 10)], 100, 1, 0).time_exponent is None
+    assert fit.time_exponent_large == pytest.approx(1.0)
+    assert bench._fit([point(1_000, 1.0, 10)], 100, 1, 0).time_exponent_large is None
 
 
 # ---------------------------------------------------------------- settings

@@ -106,12 +106,12 @@ def sweep_lines(s: lib.SweepResult) -> list[str]:
     local = ", ".join(f"{a:,}→{b:,}: {k:.2f}" for a, b, k in
                       zip(sizes, sizes[1:], s.local_time_exponents))
     lines = [f"sparse step time ∝ nnz^{_exp(s.time_exponent_all)} over all sizes; "
-             f"∝ nnz^{_exp(s.time_exponent)} over Â nnz {min(s.fit_nnz):,}..{max(s.fit_nnz):,} "
+             f"∝ nnz^{_exp(s.time_exponent_large)} over Â nnz {min(s.fit_nnz):,}..{max(s.fit_nnz):,} "
              f"(fixed per-op overhead left out)",
              f"between consecutive sizes: {local or 'n/a'}",
-             f"scipy's bare Â·H over the same sizes ∝ nnz^{_exp(s.kernel_time_exponent)}: "
+             f"scipy's bare Â·H over the same sizes ∝ nnz^{_exp(s.kernel_time_exponent_large)}: "
              f"growth above 1 there is the memory hierarchy, not the engine",
-             f"sparse traced peak ∝ nnz^{_exp(s.memory_exponent)} "
+             f"sparse traced peak ∝ nnz^{_exp(s.memory_exponent_large)} "
              f"(all sizes: {_exp(s.memory_exponent_all)})"]
     if s.dense_time_exponent_nodes is not None:
         lines.append(f"dense step time ∝ nodes^{s.dense_time_exponent_nodes:.2f}")

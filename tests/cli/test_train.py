@@ -144,15 +144,6 @@ def test_ctrl_c_ends_the_run_cleanly_and_keeps_metrics(tmp_path):
     assert metrics["summary"]["status"] == "interrupted"
 
 
-@pytest.fixture
-def mirror_env(planetoid_mirror, monkeypatch, tmp_path_factory):
-    """The real Planetoid files behind a loopback server; a fresh download cache per module."""
-    url, _ = planetoid_mirror
-    monkeypatch.setenv("MGSPARSE_PLANETOID_URL", url)
-    monkeypatch.setenv("MGSPARSE_DATA", str(tmp_path_factory.mktemp("datasets")))
-    return url
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name, floor", [("cora", 0.810), ("citeseer", 0.700)])
 def test_gcn_reaches_the_paper_accuracy_over_ten_seeds(mirror_env, name, floor):
