@@ -43,7 +43,7 @@ from mgsparse.data import load_dataset
 from mgsparse.problem import build_model, build_optimizer, prepare
 from mgsparse.train import evaluate, train_step
 
-RECIPE = dict(hidden=16, dropout=0.5, lr=0.01, weight_decay=5e-4)
+RECIPE = {"hidden": 16, "dropout": 0.5, "lr": 0.01, "weight_decay": 5e-4}
 MB = 2**20
 
 
@@ -98,8 +98,8 @@ class PygSide:
         self.conv1 = GCNConv(self.x.shape[1], RECIPE["hidden"], cached=True)
         self.conv2 = GCNConv(RECIPE["hidden"], int(graph.num_classes), cached=True)
         self.optimizer = torch.optim.Adam([
-            dict(params=self.conv1.parameters(), weight_decay=RECIPE["weight_decay"]),
-            dict(params=self.conv2.parameters(), weight_decay=0.0)], lr=RECIPE["lr"])
+            {"params": self.conv1.parameters(), "weight_decay": RECIPE["weight_decay"]},
+            {"params": self.conv2.parameters(), "weight_decay": 0.0}], lr=RECIPE["lr"])
 
     def forward(self, training: bool):
         p, F = RECIPE["dropout"], self.F

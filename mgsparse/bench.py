@@ -27,9 +27,10 @@ import gc
 import resource
 import time
 import tracemalloc
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -239,12 +240,21 @@ def parse_scale(text: str) -> list[int]:
     return sorted(sizes)
 
 
-def _check_settings(repeat: int, warmup: int, tolerance: float) -> None:
+def _check_settings(repeat: int, warmup: int, tolerance: float, budget_mb: float) -> None:
     if repeat < 1 or warmup < 0:
         raise ConfigError(f"need repeat >= 1 and warmup >= 0, got repeat={repeat}, "
                           f"warmup={warmup}")
     if not tolerance > 0:
         raise ConfigError(f"tolerance must be > 0, got {tolerance}")
+    if not budget_mb > 0:
+        raise ConfigError(f"memory budget must be > 0 MB, got {budget_mb}")
+
+
+def _over_budget(estimate: int, budget_mb: float) -> str:
+    def mb(x: float) -> str:
+        return f"{x:,.0f}" if x >= 10 else f"{x:.2g}"
+    return (f"dense skipped: it would hold ~{mb(estimate / MB)} MB (N²·4 B for Â plus the "
+            f"features), over the {mb(budget_mb)} MB budget")
 
 
 # ---------------------------------------------------------------- placing and measuring
@@ -341,10 +351,15 @@ def _compare(sparse: tuple, dense: tuple, tolerance: float) -> Equivalence:
 
 
 def dense_vs_sparse(config: Config, graph: Graph, repeat: int = 20, warmup: int = 3,
-                    tolerance: float = 1e-4, progress: Progress | None = None
-                    ) -> DenseVsSparseResult:
-    """Sparse first, then dense (dense leaves the larger allocator footprint behind)."""
-    _check_settings(repeat, warmup, tolerance)
+                    tolerance: float = 1e-4, progress: Progress | None = None,
+                    memory_budget_mb: float = 2048.0) -> DenseVsSparseResult:
+    """Sparse first, then dense (dense leaves the larger allocator footprint behind).
+    Refuses before any work when the dense step's estimate exceeds the budget."""
+    _check_settings(repeat, warmup, tolerance, memory_budget_mb)
+    estimate = dense_bytes_estimate(graph.num_nodes, graph.x.shape[1], config.model.hidden)
+    if estimate > memory_budget_mb * MB:
+        raise ConfigError(f"{graph.name}: {_over_budget(estimate, memory_budget_mb)}; "
+                          "raise the memory budget to run it")
     say = progress or (lambda message: None)
     base = sparse_problem(config, graph)
     say(f"{graph.name}: sparse step")
@@ -395,9 +410,7 @@ def _sweep_point(config: Config, n: int, repeat: int, warmup: int, budget_mb: fl
     point = SweepPoint(n, base.norm_adj.nnz, base.features.nnz, sparse, estimate,
                        kernel_ms(base.norm_adj, config.model.hidden, repeat))
     if estimate > budget_mb * MB:
-        point.dense_skipped = (f"dense skipped: it would hold ~{estimate / MB:,.0f} MB "
-                               f"(N²·4 B for Â plus the features), over the "
-                               f"{budget_mb:,.0f} MB budget")
+        point.dense_skipped = _over_budget(estimate, budget_mb)
         say(f"n={n:,}: {point.dense_skipped}")
     return point, base, tuple(grads)
 
@@ -407,12 +420,10 @@ def scale_sweep(config: Config, sizes: Sequence[int], repeat: int = 10, warmup: 
                 progress: Progress | None = None) -> SweepResult:
     """Sparse at every size, then dense at the sizes whose estimate fits the budget (after
     all sparse runs, so dense BLAS threads never overlap a sparse measurement)."""
-    _check_settings(repeat, warmup, tolerance)
+    _check_settings(repeat, warmup, tolerance, memory_budget_mb)
     if config.dataset.name != "synthetic":
         raise ConfigError(f"a scaling sweep needs the synthetic dataset (graphs of any size), "
                           f"got {config.dataset.name!r}")
-    if not memory_budget_mb > 0:
-        raise ConfigError(f"memory budget must be > 0 MB, got {memory_budget_mb}")
     say = progress or (lambda message: None)
     points, dense_todo = [], []
     for n in sorted({int(s) for s in sizes}):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import subprocess
 import sys
 
 import numpy as np
@@ -18,7 +19,7 @@ from mgsparse.errors import ConfigError, MgsparseError
 from mgsparse.problem import load_graph
 
 needs_matplotlib = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,
-                                      reason="matplotlib not installed (pip install 'mgsparse[plot]')")
+                                      reason="matplotlib not installed")
 
 
 def synthetic(num_nodes: int = 300, **dataset):
@@ -141,7 +142,7 @@ def test_dense_is_refused_above_the_budget_with_the_reason(small_sweep):
     assert fits.kernel_ms > 0 and too_big.kernel_ms > 0
     assert too_big.dense_estimate_bytes == bench.dense_bytes_estimate(1200, 64, 16)
     assert too_big.dense_skipped == (
-        f"dense skipped: it would hold ~{too_big.dense_estimate_bytes / 2**20:,.0f} MB "
+        f"dense skipped: it would hold ~{too_big.dense_estimate_bytes / 2**20:.2g} MB "
         "(N²·4 B for Â plus the features), over the 2 MB budget")
 
 
@@ -151,13 +152,26 @@ def test_sweep_json_schema(small_sweep):
     assert [p["num_nodes"] for p in data["points"]] == [200, 1200]
     assert data["points"][1]["dense"] is None
     assert data["points"][0]["equivalence"]["passed"] is True
-    assert {"time_exponent_large", "memory_exponent_large", "time_exponent_all", "memory_exponent_all",
+    assert {"time_exponent_large", "memory_exponent_large", "time_exponent_all",
+            "memory_exponent_all",
             "kernel_time_exponent_large", "local_time_exponents", "fit_nnz",
             "dense_time_exponent_nodes", "memory_budget_mb", "passed"} <= set(data)
     assert len(data["local_time_exponents"]) == 1
     assert {"num_nodes", "adjacency_nnz", "feature_nnz", "sparse", "dense", "kernel_ms",
             "dense_estimate_bytes", "dense_skipped", "equivalence"} == set(data["points"][0])
     assert data["dense_time_exponent_nodes"] is None  # one dense size: no slope
+
+
+def test_a_single_comparison_is_refused_over_the_budget(monkeypatch):
+    """Karate's dense step is tiny; a budget of 1 kB refuses it before anything is built."""
+    monkeypatch.setattr(bench, "sparse_problem", lambda *a: pytest.fail("work was done"))
+    config = bench.bench_config("karate")
+    with pytest.raises(ConfigError) as info:
+        bench.dense_vs_sparse(config, load_graph(config.dataset), memory_budget_mb=0.001)
+    assert bench.dense_bytes_estimate(34, 34, 16) == 4 * (34 * 34 + 3 * 34 * 34 + 16 * 34 * 16)
+    assert str(info.value) == ("karate: dense skipped: it would hold ~0.051 MB (N²·4 B for Â "
+                               "plus the features), over the 0.001 MB budget; "
+                               "raise the memory budget to run it")
 
 
 def test_sweep_needs_the_synthetic_dataset():
@@ -177,7 +191,8 @@ def test_exponents_are_log_log_slopes_above_the_overhead_floor():
     kernel = [0.01 * (n / 1e4) ** 1.5 for n in nnz]  # a cache-bound kernel: ∝ nnz^1.5
     fit = bench._fit([point(n, t, 40 * n, k) for n, t, k in zip(nnz, ms, kernel)], 100, 1, 0)
     assert fit.fit_nnz == nnz[1:]
-    assert fit.time_exponent_large == pytest.approx(np.polyfit(np.log(nnz[1:]), np.log(ms[1:]), 1)[0])
+    expected = np.polyfit(np.log(nnz[1:]), np.log(ms[1:]), 1)[0]
+    assert fit.time_exponent_large == pytest.approx(expected)
     assert fit.memory_exponent_large == pytest.approx(1.0)
     assert fit.time_exponent_all < fit.time_exponent_large
     assert fit.kernel_time_exponent_large == pytest.approx(1.5)
@@ -232,11 +247,21 @@ def test_only_a_gcn_is_benched():
         bench.bench_config("karate", overrides=["model.kind=mlp"])
 
 
-@pytest.mark.parametrize("kwargs", [dict(repeat=0), dict(warmup=-1), dict(tolerance=0.0)])
+@pytest.mark.parametrize("kwargs", [{"repeat": 0}, {"warmup": -1}, {"tolerance": 0.0},
+                                    {"memory_budget_mb": 0}])
 def test_bad_settings_are_refused_before_any_work(kwargs):
     config = bench.bench_config("karate")
     with pytest.raises(ConfigError):
         bench.dense_vs_sparse(config, load_graph(config.dataset), **kwargs)
+
+
+def test_the_library_loads_no_cli_and_no_matplotlib():
+    probe = ("import json, sys, mgsparse.bench; print(json.dumps(sorted(m for m in sys.modules "
+             "if m.split('.')[0] in ('typer', 'rich', 'matplotlib') or m.startswith('mgsparse.cli'))))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=False, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
 
 
 # ---------------------------------------------------------------- plot

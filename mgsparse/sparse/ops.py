@@ -116,7 +116,7 @@ class SpMM(SparseFunction):
         v, X = ctx.saved_tensors
         s, (need_v, need_x, _) = ctx.s, ctx.needs_input_grad
         dv = sddmm_kernel(s.row, s.col, g, X) if need_v else None
-        dX = np.asarray(s.csr_t_matrix(v) @ g) if need_x else None
+        dX = s.t_matmul(v, g) if need_x else None
         return dv, dX, None
 
 
@@ -135,7 +135,7 @@ class Sddmm(SparseFunction):
         X, Y = ctx.saved_tensors
         s, (need_x, need_y, _) = ctx.s, ctx.needs_input_grad
         dX = np.asarray(s.csr_matrix(g) @ Y) if need_x else None
-        dY = np.asarray(s.csr_t_matrix(g) @ X) if need_y else None
+        dY = s.t_matmul(g, X) if need_y else None
         return dX, dY, None
 
 

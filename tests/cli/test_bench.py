@@ -18,7 +18,7 @@ from mgsparse.engine import Tensor
 runner = CliRunner()
 _register_commands()
 needs_matplotlib = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,
-                                      reason="matplotlib not installed (pip install 'mgsparse[plot]')")
+                                      reason="matplotlib not installed")
 
 
 def run(*args: str):
@@ -151,3 +151,9 @@ def test_plot_writes_a_png(tmp_path):
     assert result.exit_code == 0, result.output
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"plot written to {path}" in " ".join(result.stdout.split())
+
+
+def test_a_comparison_over_the_budget_exits_2_before_any_work():
+    result = run("--dense-vs-sparse", "--dataset", "karate", "--memory-budget-mb", "0.01")
+    one_line_error(result, 2, "dense skipped: it would hold ~0.051 MB", "over the 0.01 MB budget",
+                   "raise the memory budget")
