@@ -8,7 +8,7 @@ the scalar `Value` engine, plain numpy metrics) and keeps the import rule one-wa
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -56,7 +56,9 @@ class DataLoader:
     generator built once from `seed` (an int, `None` for fresh entropy, or a
     `np.random.Generator`): each epoch sees every sample exactly once, epochs differ from one
     another, and the whole sequence of epochs is reproducible from the seed.
-    `drop_last=True` skips the final short batch.
+    `drop_last=True` skips the final short batch. `collate_fn`, as in PyTorch, turns each batch
+    tuple into what the loop wants, e.g. ``lambda b: (Tensor(b[0]), b[1])`` for Tensor inputs
+    and integer targets (the loader itself stays engine-free).
     """
 
     def __init__(
@@ -66,6 +68,7 @@ class DataLoader:
         shuffle: bool = False,
         drop_last: bool = False,
         seed: int | np.random.Generator | None = None,
+        collate_fn: Callable[[tuple], Any] | None = None,
     ):
         if not _is_count(batch_size) or batch_size < 1:
             raise ConfigError(f"DataLoader: batch_size must be a positive int, got {batch_size!r}")
@@ -74,6 +77,7 @@ class DataLoader:
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
         self.rng = _as_generator(seed)
+        self.collate_fn = collate_fn
 
     def __len__(self) -> int:
         """Batches per epoch: ⌊n / b⌋ with drop_last, ⌈n / b⌉ otherwise."""
@@ -86,7 +90,8 @@ class DataLoader:
         for start in range(0, len(self) * b, b):
             stop = min(start + b, n)
             # unshuffled batches are slices: numpy views, no copy
-            yield self.dataset[slice(start, stop) if order is None else order[start:stop]]
+            batch = self.dataset[slice(start, stop) if order is None else order[start:stop]]
+            yield batch if self.collate_fn is None else self.collate_fn(batch)
 
     def __repr__(self) -> str:
         return (f"DataLoader(len={len(self)}, batch_size={self.batch_size}, "

@@ -156,3 +156,15 @@ def test_mismatched_arrays_through_loader():
 def test_repr():
     loader = DataLoader(_arrays(10), batch_size=4, shuffle=True, seed=0)
     assert repr(loader).startswith("DataLoader(len=3, batch_size=4, shuffle=True, drop_last=False")
+
+
+def test_collate_fn_turns_each_batch_into_what_the_loop_wants():
+    from mgsparse import Tensor
+
+    X, y = np.arange(10.0).reshape(5, 2), np.arange(5)
+    loader = DataLoader(TensorDataset(X, y), batch_size=2,
+                        collate_fn=lambda b: (Tensor(b[0]), b[1]))
+    batches = list(loader)
+    assert [type(xb).__name__ for xb, _ in batches] == ["Tensor"] * 3
+    np.testing.assert_array_equal(batches[1][0].data, X[2:4])
+    np.testing.assert_array_equal(batches[2][1], y[4:])
