@@ -18,6 +18,8 @@ Equivalence: from the same initial weights and with dropout off (the two represe
 draw their dropout masks from the generator differently, so with dropout on they compute the
 same function of different masks), the loss and every parameter gradient are compared as
 max|a − b| / max|b| per parameter.
+
+The same step over graphs of growing size is `mgsparse.sweep`, built on `measure` here.
 """
 
 from __future__ import annotations
@@ -37,19 +39,14 @@ import numpy as np
 from mgsparse.config import POINT_CLOUD_DATASETS, Config, config_from_dict, load_config
 from mgsparse.data import Graph
 from mgsparse.engine import Tensor
-from mgsparse.errors import ConfigError, MgsparseError
+from mgsparse.errors import ConfigError
 from mgsparse.nn import functional as F
-from mgsparse.plot import require_matplotlib
-from mgsparse.problem import Problem, build_model, build_optimizer, load_graph, prepare
+from mgsparse.problem import Problem, build_model, build_optimizer, prepare
 from mgsparse.sparse import SparseTensor
 from mgsparse.train import train_step
 
 MB = 1024 * 1024
 GRAPH_DATASETS = ("cora", "citeseer", "pubmed", "karate", "synthetic")
-# Below ~1e5 stored entries a step costs about the same whatever the size: the ~60 engine ops
-# of a 2-layer GCN step each pay a fixed dispatch cost. Growth exponents are fitted above it.
-FIT_MIN_NNZ = 100_000
-MIN_SWEEP_NODES, MAX_SWEEP_NODES = 100, 10_000_000
 # The dense step holds one N×N array, Â itself: Â needs no gradient, so the backward never
 # forms dÂ, and Âᵀ·G runs through BLAS's transpose flag without a copy. Checked by the tests.
 DENSE_NXN_ARRAYS = 1
@@ -145,60 +142,6 @@ class DenseVsSparseResult:
                 "equivalence": self.equivalence.to_dict(), "verdict": self.verdict()}
 
 
-@dataclass
-class SweepPoint:
-    num_nodes: int
-    adjacency_nnz: int
-    feature_nnz: int
-    sparse: RepresentationResult
-    dense_estimate_bytes: int
-    kernel_ms: float = 0.0  # scipy's CSR Â·H alone (H: N×hidden), median: no engine at all
-    dense: RepresentationResult | None = None
-    dense_skipped: str = ""  # why dense was not run ("" when it ran)
-    equivalence: Equivalence | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["equivalence"] = self.equivalence.to_dict() if self.equivalence else None
-        return d
-
-
-@dataclass
-class SweepResult:
-    """Sparse (and, within the budget, dense) step cost on synthetic graphs of growing size.
-
-    Exponents are log-log slopes, ``time ∝ nnz^k``: ``*_large`` over the sizes with at least
-    `FIT_MIN_NNZ` stored entries in Â (all sizes if fewer than two qualify), ``*_all`` over
-    every size, ``local_time_exponents`` between consecutive sizes. The kernel exponent is the
-    same fit for scipy's bare Â·H: where it exceeds 1 too, the growth comes from the memory
-    hierarchy (a working set that no longer fits in cache), not from the engine. The dense
-    exponent is against the number of nodes.
-    """
-
-    points: list[SweepPoint]
-    memory_budget_mb: float
-    repeat: int
-    warmup: int
-    fit_nnz: list[int]
-    time_exponent_large: float | None
-    memory_exponent_large: float | None
-    time_exponent_all: float | None
-    memory_exponent_all: float | None
-    kernel_time_exponent_large: float | None
-    local_time_exponents: list[float]
-    dense_time_exponent_nodes: float | None
-
-    @property
-    def passed(self) -> bool:
-        return all(p.equivalence.passed for p in self.points if p.equivalence)
-
-    def to_dict(self) -> dict[str, Any]:
-        scalars = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                   if f.name != "points"}
-        return {"benchmark": "scale_sweep", **scalars, "passed": self.passed,
-                "points": [p.to_dict() for p in self.points]}
-
-
 # ---------------------------------------------------------------- settings
 
 
@@ -224,23 +167,8 @@ def bench_config(dataset: str | None = None, config_path: str | Path | None = No
     return config
 
 
-def parse_scale(text: str) -> list[int]:
-    """'1000,10000,1e5' -> [1000, 10000, 100000]: node counts, sorted, each once."""
-    sizes = set()
-    for item in str(text).split(","):
-        try:
-            value = float(item.strip().replace("_", ""))
-        except ValueError:
-            raise ConfigError(f"--scale: {item.strip()!r} is not a node count; expected "
-                              "comma-separated integers, e.g. 1000,10000,100000") from None
-        if not value.is_integer() or not MIN_SWEEP_NODES <= value <= MAX_SWEEP_NODES:
-            raise ConfigError(f"--scale: {item.strip()!r} must be an integer node count in "
-                              f"[{MIN_SWEEP_NODES:,}, {MAX_SWEEP_NODES:,}]")
-        sizes.add(int(value))
-    return sorted(sizes)
-
-
-def _check_settings(repeat: int, warmup: int, tolerance: float, budget_mb: float) -> None:
+def check_settings(repeat: int, warmup: int, tolerance: float, budget_mb: float) -> None:
+    """Refuse impossible settings before any graph is built (shared with `mgsparse.sweep`)."""
     if repeat < 1 or warmup < 0:
         raise ConfigError(f"need repeat >= 1 and warmup >= 0, got repeat={repeat}, "
                           f"warmup={warmup}")
@@ -250,7 +178,8 @@ def _check_settings(repeat: int, warmup: int, tolerance: float, budget_mb: float
         raise ConfigError(f"memory budget must be > 0 MB, got {budget_mb}")
 
 
-def _over_budget(estimate: int, budget_mb: float) -> str:
+def over_budget(estimate: int, budget_mb: float) -> str:
+    """Why dense is not run: its estimate against the budget, in MB."""
     def mb(x: float) -> str:
         return f"{x:,.0f}" if x >= 10 else f"{x:.2g}"
     return (f"dense skipped: it would hold ~{mb(estimate / MB)} MB (N²·4 B for Â plus the "
@@ -289,6 +218,19 @@ def rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def time_ms(call: Callable[[], object], repeat: int, warmup: int) -> list[float]:
+    """Wall time of `repeat` calls in milliseconds, after `warmup` untimed ones: the first
+    calls fill caches, build lazy views and wake BLAS threads, which no later call repeats."""
+    for _ in range(warmup):
+        call()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
 def _gradients(config: Config, problem: Problem) -> tuple[float, dict[str, np.ndarray]]:
     """Loss and raw parameter gradients of one forward/backward, dropout off."""
     model = build_model(config.model, problem, np.random.default_rng(config.train.seed))
@@ -300,8 +242,8 @@ def _gradients(config: Config, problem: Problem) -> tuple[float, dict[str, np.nd
                               for name, p in model.named_parameters()}
 
 
-def _measure(config: Config, base: Problem, representation: str, repeat: int,
-             warmup: int) -> tuple[RepresentationResult, float, dict[str, np.ndarray]]:
+def measure(config: Config, base: Problem, representation: str, repeat: int,
+            warmup: int) -> tuple[RepresentationResult, float, dict[str, np.ndarray]]:
     """Trace one steady-state step, time `repeat` more, then take the equivalence gradients."""
     clip = config.train.grad_clip_norm
     gc.collect()
@@ -323,12 +265,7 @@ def _measure(config: Config, base: Problem, representation: str, repeat: int,
     finally:
         if owner:
             tracemalloc.stop()
-    times = []
-    for i in range(warmup + repeat):
-        t0 = time.perf_counter()
-        train_step(model, problem, optimizer, clip)
-        times.append((time.perf_counter() - t0) * 1e3)
-    times = times[warmup:]
+    times = time_ms(lambda: train_step(model, problem, optimizer, clip), repeat, warmup)
     q1, q3 = np.percentile(times, [25, 75])
     dense = representation == "dense"
     result = RepresentationResult(
@@ -339,7 +276,9 @@ def _measure(config: Config, base: Problem, representation: str, repeat: int,
     return result, loss, grads
 
 
-def _compare(sparse: tuple, dense: tuple, tolerance: float) -> Equivalence:
+def compare_gradients(sparse: tuple, dense: tuple, tolerance: float) -> Equivalence:
+    """(loss, grads) of each side -> max|g_s − g_d| / max|g_d| per parameter (dense: the
+    reference the difference is relative to)."""
     (loss_s, grads_s), (loss_d, grads_d) = sparse, dense
     diffs = {name: float(np.max(np.abs(grads_s[name] - g), initial=0.0)
                          / max(float(np.max(np.abs(g), initial=0.0)), 1e-30))
@@ -347,7 +286,7 @@ def _compare(sparse: tuple, dense: tuple, tolerance: float) -> Equivalence:
     return Equivalence(loss_s, loss_d, diffs, tolerance)
 
 
-# ---------------------------------------------------------------- the two benchmarks
+# ---------------------------------------------------------------- the comparison
 
 
 def dense_vs_sparse(config: Config, graph: Graph, repeat: int = 20, warmup: int = 3,
@@ -355,22 +294,22 @@ def dense_vs_sparse(config: Config, graph: Graph, repeat: int = 20, warmup: int 
                     memory_budget_mb: float = 2048.0) -> DenseVsSparseResult:
     """Sparse first, then dense (dense leaves the larger allocator footprint behind).
     Refuses before any work when the dense step's estimate exceeds the budget."""
-    _check_settings(repeat, warmup, tolerance, memory_budget_mb)
+    check_settings(repeat, warmup, tolerance, memory_budget_mb)
     estimate = dense_bytes_estimate(graph.num_nodes, graph.x.shape[1], config.model.hidden)
     if estimate > memory_budget_mb * MB:
-        raise ConfigError(f"{graph.name}: {_over_budget(estimate, memory_budget_mb)}; "
+        raise ConfigError(f"{graph.name}: {over_budget(estimate, memory_budget_mb)}; "
                           "raise the memory budget to run it")
     say = progress or (lambda message: None)
     base = sparse_problem(config, graph)
     say(f"{graph.name}: sparse step")
-    sparse, *s_grads = _measure(config, base, "sparse", repeat, warmup)
+    sparse, *s_grads = measure(config, base, "sparse", repeat, warmup)
     say(f"{graph.name}: dense step")
-    dense, *d_grads = _measure(config, base, "dense", repeat, warmup)
+    dense, *d_grads = measure(config, base, "dense", repeat, warmup)
     return DenseVsSparseResult(
         dataset=graph.name, num_nodes=base.num_nodes, num_features=base.num_features,
         adjacency_nnz=base.norm_adj.nnz, feature_nnz=base.features.nnz, repeat=repeat,
         warmup=warmup, sparse=sparse, dense=dense,
-        equivalence=_compare(s_grads, d_grads, tolerance))
+        equivalence=compare_gradients(s_grads, d_grads, tolerance))
 
 
 def dense_bytes_estimate(num_nodes: int, num_features: int, hidden: int) -> int:
@@ -378,120 +317,3 @@ def dense_bytes_estimate(num_nodes: int, num_features: int, hidden: int) -> int:
     features three times (X, the dropout mask, the dropped copy) and some N×hidden arrays."""
     n = int(num_nodes)
     return 4 * (DENSE_NXN_ARRAYS * n * n + 3 * n * int(num_features) + 16 * n * int(hidden))
-
-
-def _slope(x: Sequence[float], y: Sequence[float]) -> float | None:
-    if len(x) < 2 or len(set(x)) < 2 or min(y) <= 0:
-        return None
-    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
-
-
-def kernel_ms(norm_adj: SparseTensor, columns: int, repeat: int) -> float:
-    """Median time of scipy's CSR Â·H alone: the memory-bound kernel under every sparse step."""
-    A = norm_adj.to_scipy("csr")
-    H = np.random.default_rng(0).standard_normal((A.shape[1], columns), dtype=np.float32)
-    times = []
-    for _ in range(repeat + 1):  # the first product warms the caches
-        t0 = time.perf_counter()
-        A @ H
-        times.append((time.perf_counter() - t0) * 1e3)
-    return float(np.median(times[1:]))
-
-
-def _sweep_point(config: Config, n: int, repeat: int, warmup: int, budget_mb: float,
-                 say: Progress) -> tuple[SweepPoint, Problem, tuple]:
-    say(f"n={n:,}: generating the graph")
-    graph = load_graph(dataclasses.replace(config.dataset, num_nodes=n))
-    base = sparse_problem(config, graph)
-    del graph
-    say(f"n={n:,}: sparse step (Â nnz {base.norm_adj.nnz:,})")
-    sparse, *grads = _measure(config, base, "sparse", repeat, warmup)
-    estimate = dense_bytes_estimate(n, base.num_features, config.model.hidden)
-    point = SweepPoint(n, base.norm_adj.nnz, base.features.nnz, sparse, estimate,
-                       kernel_ms(base.norm_adj, config.model.hidden, repeat))
-    if estimate > budget_mb * MB:
-        point.dense_skipped = _over_budget(estimate, budget_mb)
-        say(f"n={n:,}: {point.dense_skipped}")
-    return point, base, tuple(grads)
-
-
-def scale_sweep(config: Config, sizes: Sequence[int], repeat: int = 10, warmup: int = 2,
-                memory_budget_mb: float = 2048.0, tolerance: float = 1e-4,
-                progress: Progress | None = None) -> SweepResult:
-    """Sparse at every size, then dense at the sizes whose estimate fits the budget (after
-    all sparse runs, so dense BLAS threads never overlap a sparse measurement)."""
-    _check_settings(repeat, warmup, tolerance, memory_budget_mb)
-    if config.dataset.name != "synthetic":
-        raise ConfigError(f"a scaling sweep needs the synthetic dataset (graphs of any size), "
-                          f"got {config.dataset.name!r}")
-    say = progress or (lambda message: None)
-    points, dense_todo = [], []
-    for n in sorted({int(s) for s in sizes}):
-        point, base, grads = _sweep_point(config, n, repeat, warmup, memory_budget_mb, say)
-        points.append(point)
-        if not point.dense_skipped:
-            dense_todo.append((point, base, grads))
-        del base
-    for point, base, grads in dense_todo:
-        say(f"n={point.num_nodes:,}: dense step")
-        point.dense, *d_grads = _measure(config, base, "dense", repeat, warmup)
-        point.equivalence = _compare(grads, d_grads, tolerance)
-    return _fit(points, memory_budget_mb, repeat, warmup)
-
-
-def _fit(points: list[SweepPoint], budget_mb: float, repeat: int, warmup: int) -> SweepResult:
-    large = [p for p in points if p.adjacency_nnz >= FIT_MIN_NNZ]
-    fitted = large if len(large) >= 2 else points
-    nnz = [p.adjacency_nnz for p in fitted]
-    dense = [p for p in points if p.dense]
-    ms = [p.sparse.step_ms_median for p in points]
-    local = [_slope([a.adjacency_nnz, b.adjacency_nnz], [ta, tb])
-             for a, b, ta, tb in zip(points, points[1:], ms, ms[1:])]
-    return SweepResult(
-        points=points, memory_budget_mb=budget_mb, repeat=repeat, warmup=warmup, fit_nnz=nnz,
-        time_exponent_large=_slope(nnz, [p.sparse.step_ms_median for p in fitted]),
-        memory_exponent_large=_slope(nnz, [p.sparse.traced_peak_bytes for p in fitted]),
-        time_exponent_all=_slope([p.adjacency_nnz for p in points],
-                                 [p.sparse.step_ms_median for p in points]),
-        memory_exponent_all=_slope([p.adjacency_nnz for p in points],
-                                   [p.sparse.traced_peak_bytes for p in points]),
-        kernel_time_exponent_large=_slope(nnz, [p.kernel_ms for p in fitted]),
-        local_time_exponents=[k for k in local if k is not None],
-        dense_time_exponent_nodes=_slope([p.num_nodes for p in dense],
-                                         [p.dense.step_ms_median for p in dense]))
-
-
-# ---------------------------------------------------------------- plot
-
-
-def plot_sweep(result: SweepResult, path: str | Path) -> Path:
-    """A PNG: step time and traced peak against Â's nnz, log-log, sparse and dense.
-
-    matplotlib is the optional `plot` extra, imported here only (see `mgsparse.plot`)."""
-    fig = require_matplotlib().Figure(figsize=(11, 4.2), layout="constrained")
-    ax_t, ax_m = fig.subplots(1, 2)
-    for kind, style in (("sparse", "o-"), ("dense", "s--")):
-        pts = [(p.adjacency_nnz, getattr(p, kind)) for p in result.points if getattr(p, kind)]
-        if pts:
-            nnz = [x for x, _ in pts]
-            ax_t.plot(nnz, [r.step_ms_median for _, r in pts], style, label=kind)
-            ax_m.plot(nnz, [r.traced_peak_bytes / MB for _, r in pts], style, label=kind)
-    kernel = [(p.adjacency_nnz, p.kernel_ms) for p in result.points if p.kernel_ms > 0]
-    if kernel:
-        ax_t.plot(*zip(*kernel), "^:", color="gray", label="scipy Â·H alone")
-    for ax, what, k_all, k_large in (
-            (ax_t, "step time (ms)", result.time_exponent_all, result.time_exponent_large),
-            (ax_m, "traced peak (MB)", result.memory_exponent_all, result.memory_exponent_large)):
-        fits = (f"sparse ∝ nnz^{k_all:.2f} (all), ^{k_large:.2f} (nnz ≥ {FIT_MIN_NNZ:,})"
-                if k_all is not None and k_large is not None else "")
-        ax.set(xscale="log", yscale="log", xlabel="stored entries of Â (nnz)", ylabel=what,
-               title=f"{what}\n{fits}")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
-    fig.suptitle("GCN training step on synthetic SBM graphs: sparse vs dense")
-    path = Path(path)
-    try:
-        fig.savefig(path, dpi=120, format="png")
-    except OSError as err:
-        raise MgsparseError(f"cannot write the plot to {path}: {err.strerror or err}") from None
-    return path

@@ -17,7 +17,7 @@ import sys
 import pytest
 
 LAYERS = ["engine", "sparse", "nn", "optim", "data", "config", "config_yaml",
-          "train", "checks", "bench", "monitor", "viz", "cli"]
+          "train", "checks", "bench", "sweep", "monitor", "viz", "cli"]
 MAY_IMPORT = {
     "engine": set(),
     "engine.cases": {"engine"},
@@ -77,7 +77,7 @@ def test_package_root_does_not_load_the_cli():
 
 # The run layer (train, bench, checks and their helpers) may use everything below it, but
 # never the CLI: the library never prints, and nothing imports `mgsparse.cli`.
-RUN_LAYER = ["problem", "train", "monitor", "outputs", "checks", "bench", "viz",
+RUN_LAYER = ["problem", "train", "monitor", "outputs", "checks", "bench", "sweep", "viz",
              "train_points", "plot"]
 
 

@@ -15,10 +15,12 @@ from rich import box
 from rich.table import Table
 
 from mgsparse import bench as lib
+from mgsparse import sweep
 from mgsparse.cli import app
 from mgsparse.cli.datasets import download_bar
 from mgsparse.cli.render import err_console, fail, out
 from mgsparse.errors import ConfigError, MgsparseError
+from mgsparse.plot import require_matplotlib
 from mgsparse.problem import load_graph
 
 MB = lib.MB
@@ -78,7 +80,7 @@ def equivalence_line(eq: lib.Equivalence) -> str:
             f"(tolerance {eq.tolerance:g}): {status}")
 
 
-def sweep_table(s: lib.SweepResult) -> Table:
+def sweep_table(s: sweep.SweepResult) -> Table:
     table = Table(title=f"scaling sweep: GCN step on synthetic SBM graphs, median of "
                         f"{s.repeat} steps (dense budget {s.memory_budget_mb:,.0f} MB)",
                   box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
@@ -101,7 +103,7 @@ def _exp(value: float | None) -> str:
     return f"{value:.2f}" if value is not None else "n/a (fewer than two sizes)"
 
 
-def sweep_lines(s: lib.SweepResult) -> list[str]:
+def sweep_lines(s: sweep.SweepResult) -> list[str]:
     sizes = [p.num_nodes for p in s.points]
     local = ", ".join(f"{a:,}→{b:,}: {k:.2f}" for a, b, k in
                       zip(sizes, sizes[1:], s.local_time_exponents))
@@ -167,12 +169,12 @@ def bench(
             raise ConfigError("choose a benchmark: --dense-vs-sparse")
         if plot_path is not None and scale is None:
             raise ConfigError("--plot draws the scaling sweep; add --scale")
-        sizes = lib.parse_scale(scale) if scale is not None else None
+        sizes = sweep.parse_scale(scale) if scale is not None else None
         config = lib.bench_config(dataset, config_path, set_)
         if plot_path is not None:
-            lib.require_matplotlib()  # fail before a sweep of minutes, not after it
+            require_matplotlib()  # fail before a sweep of minutes, not after it
         if sizes is not None:
-            result = lib.scale_sweep(config, sizes, repeat, warmup, budget_mb, tolerance,
+            result = sweep.scale_sweep(config, sizes, repeat, warmup, budget_mb, tolerance,
                                      progress=_status)
         else:
             with download_bar() as progress:
@@ -182,14 +184,14 @@ def bench(
         if json_path is not None:
             _write_json(json_path, result.to_dict())
         if plot_path is not None:
-            lib.plot_sweep(result, plot_path)
+            sweep.plot_sweep(result, plot_path)
     except MgsparseError as e:
         fail(e)
     _report(result, json_path, plot_path)
 
 
 def _report(result, json_path: Optional[Path], plot_path: Optional[Path]) -> None:
-    if isinstance(result, lib.SweepResult):
+    if isinstance(result, sweep.SweepResult):
         out.print(sweep_table(result))
         for line in sweep_lines(result):
             out.print(line, highlight=False)

@@ -11,7 +11,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from mgsparse import bench
+from mgsparse import bench, sweep
 from mgsparse.cli import _register_commands, app
 from mgsparse.engine import Tensor
 
@@ -135,7 +135,7 @@ def test_plot_without_a_sweep_is_a_usage_error(tmp_path):
 def test_plot_without_matplotlib_fails_fast_with_the_install_hint(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     called = []
-    monkeypatch.setattr(bench, "scale_sweep", lambda *a, **k: called.append(1))
+    monkeypatch.setattr(sweep, "scale_sweep", lambda *a, **k: called.append(1))
     result = run("--dense-vs-sparse", "--dataset", "synthetic", "--scale", "200",
                  "--plot", tmp_path / "sweep.png")
     one_line_error(result, 1, "pip install 'mgsparse[plot]'")
