@@ -10,15 +10,21 @@ after the current epoch (the CLI wires it to Ctrl-C).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from mgsparse.config import Config
 from mgsparse.engine import Tensor, no_grad
 from mgsparse.monitor import (
-    MB, MemoryReport, MemoryTracer, finite, operand_nbytes, saved_bytes_by_op,
+    MB,
+    MemoryReport,
+    MemoryTracer,
+    finite,
+    operand_nbytes,
+    saved_bytes_by_op,
 )
 from mgsparse.nn import functional as F
 from mgsparse.nn.module import Module
@@ -275,24 +281,28 @@ def repeat_runs(config: Config, placement: dict[str, str], one_run: RunFn,
 # ---------------------------------------------------------------- memory report
 
 
-def measure_memory(config: Config, problem: Problem) -> MemoryReport:
-    """Where one training step's memory goes: parameters, optimizer state, operands, and the
-    arrays each op type saved for backward, next to tracemalloc's peak for the step."""
-    model = build_model(config.model, problem, np.random.default_rng(config.train.seed))
-    optimizer = build_optimizer(config.optim, model)
+def trace_step(model: Module, optimizer: Optimizer, loss_fn: Callable[[], Tensor],
+               adjacency: int, features: int) -> MemoryReport:
+    """One training step under tracemalloc: the bytes each op type saved for backward (read
+    from the graph before backward frees it), parameters, optimizer state and the step's peak."""
     with MemoryTracer(True) as tracer:
         tracer.sample()
         model.train()
-        loss = training_loss(model, problem)
+        loss = loss_fn()
         saved = saved_bytes_by_op(loss)
         loss.backward()
         optimizer.step()
         _, peak = tracer.sample()
     return MemoryReport(
         parameters=sum(p.data.nbytes for p in model.parameters()),
-        optimizer_state=optimizer.state_nbytes(),
-        adjacency=operand_nbytes(problem.norm_adj),
-        features=operand_nbytes(problem.features),
-        saved_for_backward=saved,
-        traced_peak=int(peak * MB),
+        optimizer_state=optimizer.state_nbytes(), adjacency=adjacency, features=features,
+        saved_for_backward=saved, traced_peak=int(peak * MB),
     )
+
+
+def measure_memory(config: Config, problem: Problem) -> MemoryReport:
+    """Where one training step's memory goes on a graph, next to tracemalloc's peak."""
+    model = build_model(config.model, problem, np.random.default_rng(config.train.seed))
+    optimizer = build_optimizer(config.optim, model)
+    return trace_step(model, optimizer, lambda: training_loss(model, problem),
+                      operand_nbytes(problem.norm_adj), operand_nbytes(problem.features))

@@ -25,12 +25,19 @@ from mgsparse.data.loader import DataLoader, TensorDataset
 from mgsparse.data.synthetic import make_blobs, make_circles, make_moons
 from mgsparse.engine import Tensor, no_grad
 from mgsparse.errors import ConfigError
-from mgsparse.monitor import MB, MemoryReport, MemoryTracer, finite, saved_bytes_by_op
+from mgsparse.monitor import MemoryReport, MemoryTracer, finite
 from mgsparse.nn import functional as F
 from mgsparse.nn.models import MLP
 from mgsparse.optim import Optimizer, clip_grad_norm_
 from mgsparse.problem import build_optimizer
-from mgsparse.train import EpochCallback, RunResult, TrainResult, repeat_runs, run_epochs
+from mgsparse.train import (
+    EpochCallback,
+    RunResult,
+    TrainResult,
+    repeat_runs,
+    run_epochs,
+    trace_step,
+)
 
 PLACEMENT = {"features": "dense (point cloud)"}
 
@@ -227,16 +234,5 @@ def measure_points_memory(config: Config) -> MemoryReport:
     model, head = build_point_model(config, np.random.default_rng(config.train.seed))
     optimizer = build_optimizer(config.optim, model)
     xb, yb = next(iter(point_loader(config, data[0], data[1], config.train.seed)))
-    with MemoryTracer(True) as tracer:
-        tracer.sample()
-        model.train()
-        loss = head.loss_fn(model(Tensor(xb)), yb)
-        saved = saved_bytes_by_op(loss)
-        loss.backward()
-        optimizer.step()
-        _, peak = tracer.sample()
-    return MemoryReport(
-        parameters=sum(p.data.nbytes for p in model.parameters()),
-        optimizer_state=optimizer.state_nbytes(), adjacency=0, features=int(xb.nbytes),
-        saved_for_backward=saved, traced_peak=int(peak * MB),
-    )
+    return trace_step(model, optimizer, lambda: head.loss_fn(model(Tensor(xb)), yb),
+                      adjacency=0, features=int(xb.nbytes))

@@ -175,7 +175,7 @@ def bench(
             require_matplotlib()  # fail before a sweep of minutes, not after it
         if sizes is not None:
             result = sweep.scale_sweep(config, sizes, repeat, warmup, budget_mb, tolerance,
-                                     progress=_status)
+                                       progress=_status)
         else:
             with download_bar() as progress:
                 graph = load_graph(config.dataset, progress)

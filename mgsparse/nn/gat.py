@@ -27,7 +27,7 @@ import numpy as np
 from mgsparse.engine import Tensor
 from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.nn.layers import glorot_
-from mgsparse.nn.models import dropout, get_activation
+from mgsparse.nn.models import StackedModel
 from mgsparse.nn.module import Module, ModuleList, Parameter
 from mgsparse.sparse import SparseTensor, row_softmax, sparse_dropout
 from mgsparse.sparse.ops import Gather
@@ -148,7 +148,7 @@ class GATConv(Module):
                 f"dropout={self.dropout}")
 
 
-class GAT(Module):
+class GAT(StackedModel):
     """Graph attention network: `layers` GATConvs, dropout on every layer's input and on the
     attention coefficients, an activation between layers.
 
@@ -166,28 +166,20 @@ class GAT(Module):
                  attn_dropout: float = 0.6, activation: str = "elu",
                  edge_index: np.ndarray | None = None,
                  rng: np.random.Generator | None = None, dtype: Any = np.float32):
-        super().__init__()
+        super().__init__(dropout, activation, rng)
         if layers < 1:
             raise HyperparameterError(f"GAT needs at least one layer, got {layers}")
-        self.rng = rng if rng is not None else np.random.default_rng()
         common = {"dropout": attn_dropout, "rng": self.rng, "dtype": dtype}
         widths = [in_features] + [hidden * heads] * (layers - 1)
         self.convs = ModuleList(
             [GATConv(w, hidden, heads, concat=True, **common) for w in widths[:-1]]
             + [GATConv(widths[-1], num_classes, output_heads, concat=False, **common)])
-        self.p, self.act_name = float(dropout), activation
-        self.act = get_activation(activation)
         self.edge_index = None if edge_index is None else np.asarray(edge_index)
 
     def forward(self, x: Tensor | SparseTensor, adj: Any = None) -> Tensor:
         edge_index = self.edge_index if self.edge_index is not None else adj
-        last = len(self.convs) - 1
-        for i, conv in enumerate(self.convs):
-            x = conv(dropout(x, self.p, self.training, self.rng), edge_index)
-            if i < last:
-                x = self.act(x)
-        return x
+        return self.stack(self.convs, x, edge_index)
 
     def extra_repr(self) -> str:
         bound = "" if self.edge_index is None else f", edges={self.edge_index.shape[1]}"
-        return f"dropout={self.p}, activation={self.act_name}{bound}"
+        return super().extra_repr() + bound
