@@ -27,7 +27,7 @@ import numpy as np
 from mgsparse.engine import Tensor
 from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.nn.layers import glorot_
-from mgsparse.nn.models import StackedModel
+from mgsparse.nn.models import EdgeListModel
 from mgsparse.nn.module import Module, ModuleList, Parameter
 from mgsparse.sparse import SparseTensor, row_softmax, sparse_dropout
 from mgsparse.sparse.ops import Gather
@@ -148,7 +148,7 @@ class GATConv(Module):
                 f"dropout={self.dropout}")
 
 
-class GAT(StackedModel):
+class GAT(EdgeListModel):
     """Graph attention network: `layers` GATConvs, dropout on every layer's input and on the
     attention coefficients, an activation between layers.
 
@@ -166,7 +166,7 @@ class GAT(StackedModel):
                  attn_dropout: float = 0.6, activation: str = "elu",
                  edge_index: np.ndarray | None = None,
                  rng: np.random.Generator | None = None, dtype: Any = np.float32):
-        super().__init__(dropout, activation, rng)
+        super().__init__(dropout, activation, rng, edge_index)
         if layers < 1:
             raise HyperparameterError(f"GAT needs at least one layer, got {layers}")
         common = {"dropout": attn_dropout, "rng": self.rng, "dtype": dtype}
@@ -174,12 +174,3 @@ class GAT(StackedModel):
         self.convs = ModuleList(
             [GATConv(w, hidden, heads, concat=True, **common) for w in widths[:-1]]
             + [GATConv(widths[-1], num_classes, output_heads, concat=False, **common)])
-        self.edge_index = None if edge_index is None else np.asarray(edge_index)
-
-    def forward(self, x: Tensor | SparseTensor, adj: Any = None) -> Tensor:
-        edge_index = self.edge_index if self.edge_index is not None else adj
-        return self.stack(self.convs, x, edge_index)
-
-    def extra_repr(self) -> str:
-        bound = "" if self.edge_index is None else f", edges={self.edge_index.shape[1]}"
-        return super().extra_repr() + bound

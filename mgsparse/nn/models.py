@@ -67,6 +67,28 @@ class StackedModel(Module):
         return f"dropout={self.p}, activation={self.act_name}"
 
 
+class EdgeListModel(StackedModel):
+    """A stacked model whose layers read the edge list itself (GAT, GraphSAGE).
+
+    Built with an `edge_index`, the model is bound to that graph (transductive training) and
+    the `adj` argument of `forward` is ignored, so the trainer calls every model alike;
+    otherwise `adj` must be the edge_index.
+    """
+
+    def __init__(self, dropout: float, activation: str, rng: np.random.Generator | None,
+                 edge_index: np.ndarray | None):
+        super().__init__(dropout, activation, rng)
+        self.edge_index = None if edge_index is None else np.asarray(edge_index)
+
+    def forward(self, x: Tensor | SparseTensor, adj: Any = None) -> Tensor:
+        edge_index = self.edge_index if self.edge_index is not None else adj
+        return self.stack(self.convs, x, edge_index)
+
+    def extra_repr(self) -> str:
+        bound = "" if self.edge_index is None else f", edges={self.edge_index.shape[1]}"
+        return super().extra_repr() + bound
+
+
 class GCN(StackedModel):
     """`layers` GCNConvs with dropout before each and an activation between them.
 

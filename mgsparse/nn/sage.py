@@ -19,7 +19,7 @@ from mgsparse.engine import Tensor, concatenate
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn.gat import check_edge_index
 from mgsparse.nn.layers import glorot_
-from mgsparse.nn.models import StackedModel
+from mgsparse.nn.models import EdgeListModel
 from mgsparse.nn.module import Module, ModuleList, Parameter
 from mgsparse.sparse import SparseTensor
 
@@ -94,7 +94,7 @@ class SAGEConv(Module):
                 f"{self.weight_root is not None}, normalize={self.normalize}")
 
 
-class GraphSAGE(StackedModel):
+class GraphSAGE(EdgeListModel):
     """`layers` SAGEConvs (mean aggregator), dropout before each, an activation between them.
 
     `normalize` L2-normalises the hidden layers' outputs (never the logits, whose scale the
@@ -106,7 +106,7 @@ class GraphSAGE(StackedModel):
                  dropout: float = 0.5, activation: str = "relu", normalize: bool = False,
                  edge_index: np.ndarray | None = None,
                  rng: np.random.Generator | None = None, dtype: Any = np.float32):
-        super().__init__(dropout, activation, rng)
+        super().__init__(dropout, activation, rng, edge_index)
         if layers < 1:
             raise HyperparameterError(f"GraphSAGE needs at least one layer, got {layers}")
         widths = [in_features] + [hidden] * (layers - 1) + [num_classes]
@@ -114,12 +114,3 @@ class GraphSAGE(StackedModel):
         self.convs = ModuleList(SAGEConv(a, b, normalize=normalize and i < last, rng=self.rng,
                                          dtype=dtype)
                                 for i, (a, b) in enumerate(pairwise(widths)))
-        self.edge_index = None if edge_index is None else np.asarray(edge_index)
-
-    def forward(self, x: Tensor | SparseTensor, adj: Any = None) -> Tensor:
-        edge_index = self.edge_index if self.edge_index is not None else adj
-        return self.stack(self.convs, x, edge_index)
-
-    def extra_repr(self) -> str:
-        bound = "" if self.edge_index is None else f", edges={self.edge_index.shape[1]}"
-        return super().extra_repr() + bound

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from mgsparse import bench, sweep
 from mgsparse.cli import _register_commands, app
 from mgsparse.engine import Tensor
+from tests.cli.helpers import one_line_error
 
 runner = CliRunner()
 _register_commands()
@@ -23,15 +24,6 @@ needs_matplotlib = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is 
 
 def run(*args: str):
     return runner.invoke(app, ["bench", *[str(a) for a in args]])
-
-
-def one_line_error(result, code: int, *needles: str) -> str:
-    assert result.exit_code == code, result.output
-    lines = [line for line in result.output.strip().splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:"), result.output
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
 
 
 def test_karate_prints_both_rows_the_ratios_and_the_verdict(tmp_path):

@@ -14,6 +14,7 @@ from mgsparse.cli import _register_commands, app
 from mgsparse.cli import gradcheck as command
 from mgsparse.engine import ops
 from mgsparse.sparse.ops import SpMM
+from tests.cli.helpers import one_line_error
 
 runner = CliRunner()
 _register_commands()
@@ -24,15 +25,6 @@ ROW_KEYS = {"op", "input_shapes", "nnz", "max_abs_err", "max_rel_err", "oracle",
 
 def run(*args: str):
     return runner.invoke(app, ["gradcheck", *map(str, args)])
-
-
-def one_line_error(result, code: int, *needles: str) -> str:
-    assert result.exit_code == code, result.output
-    lines = [line for line in result.output.strip().splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:"), result.output
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
 
 
 def test_all_ops_pass_and_every_op_is_listed(tmp_path):

@@ -22,6 +22,7 @@ from mgsparse.sparse import SparseTensor
 from mgsparse.sparse.structure import Structure
 from mgsparse.train import training_loss
 from mgsparse.viz import summarize, to_dot
+from tests.cli.helpers import one_line_error
 
 ROOT = Path(__file__).resolve().parents[2]
 KARATE = ROOT / "configs" / "karate.yaml"
@@ -34,13 +35,6 @@ needs_dot = pytest.mark.skipif(shutil.which("dot") is None,
 
 def run(*args):
     return runner.invoke(app, [str(a) for a in args])
-
-
-def one_line_error(result, code: int, needle: str) -> None:
-    assert result.exit_code == code, result.output
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:"), result.output
-    assert needle in lines[0], lines[0]
 
 
 @pytest.fixture

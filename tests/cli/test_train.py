@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mgsparse.cli import _register_commands, app
+from tests.cli.helpers import one_line_error
 
 ROOT = Path(__file__).resolve().parents[2]
 KARATE = ROOT / "configs" / "karate.yaml"
@@ -23,16 +24,6 @@ _register_commands()
 
 def run(*args: str):
     return runner.invoke(app, [str(a) for a in args])
-
-
-def one_line_error(result, code: int, *needles: str) -> None:
-    assert result.exit_code == code, result.output
-    text = result.output.strip()
-    assert "Traceback" not in text
-    lines = [line for line in text.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:"), text
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
 
 
 # (YAML after "dataset:\n  name: karate\n", what the message must name, the line it points at)
