@@ -20,7 +20,13 @@ import time
 import numpy as np
 
 from mgsparse.engine import Tensor
-from mgsparse.engine.value_nn import ValueMLP, init_mlp_weights
+from mgsparse.engine.value_nn import (
+    ValueMLP,
+    init_mlp_weights,
+    tensor_mlp_params,
+    tensor_sgd_step,
+    value_sgd_step,
+)
 
 
 def make_moons(n: int, noise: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -33,43 +39,14 @@ def make_moons(n: int, noise: float, seed: int) -> tuple[np.ndarray, np.ndarray]
     return x + noise * rng.standard_normal((n, 2)), np.where(upper, 1.0, -1.0)
 
 
-def train_value(weights, x, y, steps: int, lr: float) -> tuple[list[float], list[float]]:
-    """micrograd's loop: a graph of scalars per step, MSE loss, p.data -= lr·p.grad."""
-    mlp, losses, times = ValueMLP(weights), [], []
-    for _ in range(steps):
-        gc.collect()
-        start = time.perf_counter()
-        outs = [mlp(list(row))[0] for row in x]
-        loss = sum((o - t) ** 2 for o, t in zip(outs, y)) * (1.0 / len(y))
-        mlp.zero_grad()
-        loss.backward()
-        for p in mlp.parameters():
-            p.data -= lr * p.grad
-        times.append(time.perf_counter() - start)
-        losses.append(loss.data)
-    return losses, times
-
-
-def train_tensor(weights, x, y, steps: int, lr: float) -> tuple[list[float], list[float]]:
-    """The same network as matrices: h = tanh(h @ W + b) per hidden layer, one graph node per op."""
-    params = [(Tensor(W.copy(), requires_grad=True), Tensor(b.copy(), requires_grad=True))
-              for W, b in weights]
-    xt, yt = Tensor(x), Tensor(y.reshape(-1, 1))
+def timed(step, steps: int) -> tuple[list[float], list[float]]:
+    """Run `step()` `steps` times; (losses, seconds per step), collecting garbage off the clock."""
     losses, times = [], []
     for _ in range(steps):
         gc.collect()
         start = time.perf_counter()
-        h = xt
-        for k, (W, b) in enumerate(params):
-            h = h @ W + b
-            h = h.tanh() if k < len(params) - 1 else h
-        loss = ((h - yt) ** 2).mean()
-        loss.backward()
-        for p in (p for pair in params for p in pair):
-            p.data -= lr * p.grad
-            p.zero_grad()
+        losses.append(step())
         times.append(time.perf_counter() - start)
-        losses.append(loss.item())
     return losses, times
 
 
@@ -84,8 +61,11 @@ def main() -> None:
     sizes = (2, args.hidden, args.hidden, 1)
     x, y = make_moons(args.batch, noise=0.1, seed=0)
     weights = init_mlp_weights(sizes, seed=1)
-    value_losses, value_times = train_value(weights, x, y, args.steps, args.lr)
-    tensor_losses, tensor_times = train_tensor(weights, x, y, args.steps, args.lr)
+    mlp, params = ValueMLP(weights), tensor_mlp_params(weights)
+    xt, yt = Tensor(x), Tensor(y.reshape(-1, 1))
+    value_losses, value_times = timed(lambda: value_sgd_step(mlp, x, y, args.lr), args.steps)
+    tensor_losses, tensor_times = timed(lambda: tensor_sgd_step(params, xt, yt, args.lr),
+                                        args.steps)
 
     print(f"MLP {'-'.join(map(str, sizes))}, tanh, MSE, SGD lr={args.lr}, "
           f"batch {args.batch}, {args.steps} steps, float64")

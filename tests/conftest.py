@@ -104,3 +104,21 @@ def mirror_env(planetoid_mirror, monkeypatch, tmp_path_factory):
     monkeypatch.setenv("MGSPARSE_PLANETOID_URL", url)
     monkeypatch.setenv("MGSPARSE_DATA", str(tmp_path_factory.mktemp("datasets")))
     return url
+
+
+@pytest.fixture
+def skewed_dense_adjacency(monkeypatch):
+    """Negative control for the dense-vs-sparse check: the dense Â is scaled by 1.01."""
+    import dataclasses
+
+    from mgsparse import Tensor, bench
+
+    place = bench.place
+
+    def skewed(base, representation):
+        problem = place(base, representation)
+        if representation == "dense":
+            problem = dataclasses.replace(problem, norm_adj=Tensor(problem.norm_adj.data * 1.01))
+        return problem
+
+    monkeypatch.setattr(bench, "place", skewed)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mgsparse.engine.tensor import Tensor
 from mgsparse.engine.value import Value
 from mgsparse.errors import ConfigError, ShapeError
 
@@ -128,3 +129,38 @@ def init_mlp_weights(sizes: Sequence[int], seed: int = 0) -> list[tuple[np.ndarr
         bound = np.sqrt(6.0 / (fan_in + fan_out))
         weights.append((rng.uniform(-bound, bound, (fan_in, fan_out)), np.zeros(fan_out)))
     return weights
+
+
+# ---------------------------------------------------------------- one SGD step, on each engine
+
+
+def value_sgd_step(mlp: ValueMLP, x: np.ndarray, y: np.ndarray, lr: float) -> float:
+    """micrograd's loop: one scalar graph per step, MSE loss, p.data -= lr·p.grad; the loss."""
+    outs = [mlp(list(row))[0] for row in x]
+    loss = sum((o - t) ** 2 for o, t in zip(outs, y)) * (1.0 / len(y))
+    mlp.zero_grad()
+    loss.backward()
+    for p in mlp.parameters():
+        p.data -= lr * p.grad
+    return loss.data
+
+
+def tensor_mlp_params(weights: Sequence[tuple]) -> list[tuple[Tensor, Tensor]]:
+    """The same weights as leaf Tensors (copies), for `tensor_sgd_step`."""
+    return [(Tensor(np.array(W, dtype=np.float64), requires_grad=True),
+             Tensor(np.array(b, dtype=np.float64), requires_grad=True)) for W, b in weights]
+
+
+def tensor_sgd_step(params: list[tuple[Tensor, Tensor]], x: Tensor, y: Tensor,
+                    lr: float) -> float:
+    """The same step as matrices: h = tanh(h @ W + b) per hidden layer, one graph node per op."""
+    h = x
+    for k, (W, b) in enumerate(params):
+        h = h @ W + b
+        h = h.tanh() if k < len(params) - 1 else h
+    loss = ((h - y) ** 2).mean()
+    loss.backward()
+    for p in (p for pair in params for p in pair):
+        p.data -= lr * p.grad
+        p.zero_grad()
+    return loss.item()

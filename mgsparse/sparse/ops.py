@@ -307,12 +307,11 @@ def _mul_dense(A: SparseTensor, D: Tensor) -> SparseTensor:
 
 def sparse_dropout(A: SparseTensor, p: float, training: bool = True,
                    rng: np.random.Generator | None = None) -> SparseTensor:
-    """Inverted dropout on the stored values: each is zeroed with probability p, the rest scaled
-    by 1/(1-p). The pattern (and its cached views) is kept, zeros stored: nothing is densified."""
-    if not 0 <= p < 1:
-        raise HyperparameterError(f"sparse_dropout: probability must be in [0, 1), got {p}")
-    if not training or p == 0:
-        return A
-    rng = rng if rng is not None else np.random.default_rng()
-    keep = (rng.random(A.nnz) >= p).astype(A.dtype) / A.dtype.type(1 - p)
-    return A.with_values(A.values * keep)
+    """Inverted dropout on the stored values only (the engine's `Tensor.dropout` on the (nnz,)
+    values): the pattern and its cached views are kept, dropped entries stored as zeros,
+    nothing is densified."""
+    try:
+        values = A.values.dropout(p, training, rng)
+    except HyperparameterError as e:
+        raise HyperparameterError(f"sparse_dropout: {e}") from None
+    return A if values is A.values else A.with_values(values)

@@ -3,7 +3,6 @@ Small graphs only (karate, SBMs of a few hundred nodes); no timing is asserted."
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import json
 import sys
@@ -11,9 +10,8 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from mgsparse import bench, sweep
+from mgsparse import sweep
 from mgsparse.cli import _register_commands, app
-from mgsparse.engine import Tensor
 from tests.cli.helpers import one_line_error
 
 runner = CliRunner()
@@ -42,16 +40,7 @@ def test_karate_prints_both_rows_the_ratios_and_the_verdict(tmp_path):
     assert f"JSON written to {path}" in " ".join(result.stdout.split())
 
 
-def test_a_mismatch_exits_1(monkeypatch):
-    place = bench.place
-
-    def skewed(base, representation):
-        problem = place(base, representation)
-        if representation == "dense":
-            problem = dataclasses.replace(problem, norm_adj=Tensor(problem.norm_adj.data * 1.01))
-        return problem
-
-    monkeypatch.setattr(bench, "place", skewed)
+def test_a_mismatch_exits_1(skewed_dense_adjacency):
     result = run("--dense-vs-sparse", "--dataset", "karate", "--repeat", "1", "--warmup", "0")
     assert result.exit_code == 1, result.output
     assert "DIFFER" in result.stdout

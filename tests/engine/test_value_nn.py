@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 
 from mgsparse.engine import Tensor
-from mgsparse.engine.value_nn import Layer, ValueMLP, init_mlp_weights
+from mgsparse.engine.value_nn import (
+    Layer,
+    ValueMLP,
+    init_mlp_weights,
+    tensor_mlp_params,
+    tensor_sgd_step,
+    value_sgd_step,
+)
 from mgsparse.errors import ConfigError, ShapeError
 
 SIZES = (2, 8, 8, 1)
@@ -32,34 +39,14 @@ def _numpy_forward(weights, x, act=np.tanh):
 
 def _train_value(weights, x, y, steps, lr):
     mlp = ValueMLP(weights)
-    losses = []
-    for _ in range(steps):
-        outs = [mlp(list(row))[0] for row in x]
-        loss = sum((o - t) ** 2 for o, t in zip(outs, y)) * (1.0 / len(y))  # MSE
-        mlp.zero_grad()
-        loss.backward()
-        for p in mlp.parameters():
-            p.data -= lr * p.grad
-        losses.append(loss.data)
+    losses = [value_sgd_step(mlp, x, y, lr) for _ in range(steps)]
     return np.array(losses), mlp.to_arrays()
 
 
 def _train_tensor(weights, x, y, steps, lr):
-    params = [(Tensor(W.copy(), requires_grad=True), Tensor(b.copy(), requires_grad=True))
-              for W, b in weights]
+    params = tensor_mlp_params(weights)
     xt, yt = Tensor(x), Tensor(y.reshape(-1, 1))
-    losses = []
-    for _ in range(steps):
-        h = xt
-        for k, (W, b) in enumerate(params):
-            h = h @ W + b
-            h = h.tanh() if k < len(params) - 1 else h
-        loss = ((h - yt) ** 2).mean()
-        loss.backward()
-        for p in (p for pair in params for p in pair):
-            p.data -= lr * p.grad
-            p.zero_grad()
-        losses.append(loss.item())
+    losses = [tensor_sgd_step(params, xt, yt, lr) for _ in range(steps)]
     return np.array(losses), [(W.data, b.data) for W, b in params]
 
 

@@ -166,7 +166,7 @@ def test_sparse_dropout_drops_values_only(rng):
     np.testing.assert_allclose(D.values.data[kept], 1 / 0.75)
     assert sparse_dropout(A, 0.5, training=False, rng=rng) is A
     assert sparse_dropout(A, 0.0, rng=rng) is A
-    with pytest.raises(HyperparameterError, match=r"sparse_dropout: probability must be in \[0, 1\), got 1"):
+    with pytest.raises(HyperparameterError, match=r"sparse_dropout: dropout probability must be in \[0, 1\), got 1"):
         sparse_dropout(A, 1, rng=rng)
 
 
