@@ -56,13 +56,19 @@ def metrics_dict(result: TrainResult) -> dict[str, Any]:
             "memory_report": result.memory_report}
 
 
-def write_outputs(out_dir: str | Path, result: TrainResult) -> Path:
-    """Write metrics.json and params_run<i>.npz for every run that has a best state."""
+def output_dir(out_dir: str | Path) -> Path:
+    """The run folder, created if needed; called before training so a bad path fails first."""
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise DataError(f"cannot create output folder {out}: {e.strerror}") from None
+    return out
+
+
+def write_outputs(out_dir: str | Path, result: TrainResult) -> Path:
+    """Write metrics.json and params_run<i>.npz for every run that has a best state."""
+    out = output_dir(out_dir)
     for i, r in enumerate(result.runs):
         if r.state:
             _atomic_write(out / f"params_run{i}.npz", lambda f: np.savez(f, **r.state), "wb")

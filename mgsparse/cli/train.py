@@ -16,7 +16,7 @@ from mgsparse.cli.live import TrainDisplay
 from mgsparse.cli.render import err_console, fail, memory_table, out, summary_table, warn
 from mgsparse.config import POINT_CLOUD_DATASETS, load_config
 from mgsparse.errors import MgsparseError
-from mgsparse.outputs import evaluate_saved, metrics_dict, write_outputs
+from mgsparse.outputs import evaluate_saved, metrics_dict, output_dir, write_outputs
 from mgsparse.plot import check_plot_target, save_training_plot
 from mgsparse.problem import load_graph, prepare
 from mgsparse.train import fit, measure_memory
@@ -72,6 +72,8 @@ def train(
         config = load_config(config_path, overrides)
         if plot:
             check_plot_target(plot, config.dataset.name)
+        if out_dir:
+            output_dir(out_dir)
         problem = _load_problem(config, quiet or as_json)
         display = TrainDisplay(config, problem, enabled=not (quiet or as_json))
         write = (lambda result: write_outputs(out_dir, result)) if out_dir else None

@@ -144,3 +144,10 @@ def test_gcn_reaches_the_paper_accuracy_over_ten_seeds(mirror_env, name, floor):
     summary = json.loads(result.output)
     assert summary["runs"] == 10
     assert summary["test_acc_mean"] >= floor, summary
+
+
+def test_an_unwritable_out_folder_fails_before_training(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    result = run("train", KARATE, "--out", blocker / "run", "--quiet")
+    one_line_error(result, 1, "cannot create output folder")
