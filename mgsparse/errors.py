@@ -45,3 +45,7 @@ class HyperparameterError(MgsparseError, ValueError):
     """
 
     exit_code = 2
+
+
+class DistributedError(MgsparseError):
+    """A multi-process run that cannot go on: a rank died, hangs, or MPI is missing."""

@@ -1,0 +1,20 @@
+"""Partitioned full-graph training over MPI (optional extra `mgsparse[distributed]`).
+
+comm.py: deadline-bounded collectives, abort and stop signals; halo.py: the halo exchange
+op and the local Â operand; train.py: one rank's `train_step`/`evaluate`. Sits beside the
+run layer: it imports engine, sparse, nn, optim and data, and mpi4py only when used.
+"""
+
+from mgsparse.distributed.comm import Comm, StopSignals, abort_on_error
+from mgsparse.distributed.halo import HaloAdjacency, HaloExchange, HaloPlan
+from mgsparse.distributed.train import (
+    DistributedTrainer,
+    PartProblem,
+    build_trainer,
+    load_problem,
+    partition_graph,
+)
+
+__all__ = ["Comm", "DistributedTrainer", "HaloAdjacency", "HaloExchange", "HaloPlan",
+           "PartProblem", "StopSignals", "abort_on_error", "build_trainer", "load_problem",
+           "partition_graph"]
