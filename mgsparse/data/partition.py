@@ -62,7 +62,12 @@ def metis_parts(adj: sp.csr_matrix, parts: int, seed: int = 0) -> np.ndarray:
     a.setdiag(0)
     a.eliminate_zeros()
     options = pymetis.Options(seed=seed)
-    _, membership = pymetis.part_graph(parts, xadj=a.indptr, adjncy=a.indices, options=options)
+    if hasattr(pymetis, "CSRAdjacency"):  # pymetis >= 2025
+        graph = pymetis.CSRAdjacency(adj_starts=a.indptr, adjacent=a.indices)
+        _, membership = pymetis.part_graph(parts, graph, options=options)
+    else:
+        _, membership = pymetis.part_graph(parts, xadj=a.indptr, adjncy=a.indices,
+                                           options=options)
     return np.asarray(membership, dtype=np.int64)
 
 

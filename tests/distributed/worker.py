@@ -3,7 +3,8 @@
     python worker.py CONFIG PARTITIONS OUT.json [--set key=value ...] [--epochs N]
            [--timeout S] [--hang-rank R --hang-epoch E]
 
-Rank 0 writes the per-epoch rows (loss, grad_norm, val_loss, accuracies) and the bytes each
+Each rank writes its pid to OUT.json.rankR.pid after its first epoch. Rank 0 writes the
+per-epoch rows (loss, grad_norm, val_loss, accuracies) and the bytes each
 rank sent to OUT.json. `--hang-rank` makes one rank stop answering (sleep) at an epoch: the
 others must give up at their collective deadline, not hang.
 """
@@ -12,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+from pathlib import Path
 
 from mgsparse.config import load_config
 from mgsparse.distributed import Comm, StopSignals, abort_on_error, build_trainer
@@ -45,6 +48,8 @@ def main() -> None:
             loss, grad_norm = trainer.train_step()
             rows.append({"epoch": epoch, "loss": loss, "grad_norm": grad_norm,
                          **trainer.evaluate()})
+            if epoch == 1:  # training has started: tests may now signal or kill this rank
+                Path(f"{args.out}.rank{comm.rank}.pid").write_text(str(os.getpid()))
             if stop.should_stop():
                 break
         sent = comm.comm.gather(comm.bytes_sent, root=0)
