@@ -90,7 +90,7 @@ def abort_on_error(comm: Comm, report: Callable[[BaseException], None] | None = 
     the whole job, so the other ranks stop at once instead of waiting for their deadline."""
     try:
         yield
-    except BaseException as e:  # noqa: BLE001 — a rank that stops for any reason must abort
+    except BaseException as e:
         if comm.size == 1:
             raise
         if report is not None:
@@ -117,7 +117,7 @@ class StopSignals:
             self._old[s] = signal.signal(s, self._handle)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         for s, old in self._old.items():
             signal.signal(s, old)
 

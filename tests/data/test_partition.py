@@ -4,17 +4,17 @@
 from __future__ import annotations
 
 import builtins
-import io
 import json
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from mgsparse.data import synthetic
 from mgsparse.data import partition as P
+from mgsparse.data import synthetic
 from mgsparse.errors import DataError
 
 
@@ -128,7 +128,7 @@ class OpenedFiles:
     """Records every file the process opens while active (an audit hook sees `open` from
     builtins, io and numpy alike; hooks cannot be removed, so one stays installed)."""
 
-    paths: list[str] = []
+    paths: ClassVar[list[str]] = []
     active = False
 
     @classmethod
@@ -162,7 +162,7 @@ def test_the_audit_hook_sees_numpy_and_pathlib_opens(tmp_path):
     try:
         np.load(tmp_path / "a.npy")
         (tmp_path / "a.npy").read_bytes()
-        with builtins.open(tmp_path / "a.npy", "rb"), io.open(tmp_path / "a.npy", "rb"):
+        with builtins.open(tmp_path / "a.npy", "rb"), open(tmp_path / "a.npy", "rb"):
             pass
     finally:
         OpenedFiles.active = False

@@ -20,10 +20,10 @@ import pytest
 
 pytest.importorskip("mpi4py")
 
-from mgsparse import train  # noqa: E402
-from mgsparse.config import load_config  # noqa: E402
-from mgsparse.distributed import partition_graph  # noqa: E402
-from mgsparse.problem import build_model, build_optimizer, load_graph, prepare  # noqa: E402
+from mgsparse import train
+from mgsparse.config import load_config
+from mgsparse.distributed import partition_graph
+from mgsparse.problem import build_model, build_optimizer, load_graph, prepare
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("worker.py")
