@@ -14,6 +14,7 @@ every rank calls them, in the same order, once per epoch.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,7 @@ def load_problem(root: str | Path, comm: Comm, sparsity_threshold: float = 0.1,
     local = SparseTensor.from_scipy(part.adj, dtype=dtype)
     masks = {k: np.flatnonzero(getattr(part, f"{k}_mask")) for k in ("train", "val", "test")}
     totals = {k: int(part.manifest[f"num_{k}"]) for k in ("train", "val", "test")}
+    part = dataclasses.replace(part, x=None, adj=None)  # the operands hold their own copies
     return PartProblem(part, features, HaloAdjacency(local, HaloPlan.of(part, comm)),
                        np.asarray(part.y, np.int64), masks, totals)
 

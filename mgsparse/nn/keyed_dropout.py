@@ -57,22 +57,27 @@ def _keep(key: np.uint64, counters: np.ndarray, p: float, scale: Any) -> np.ndar
 
 
 def keep_scale(key: int, ids: np.ndarray, width: int, p: float, dtype: Any,
-               cols: np.ndarray | None = None) -> np.ndarray:
+               entries: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """1/(1-p) where an entry is kept, 0 where dropped, for rows of `width` columns.
 
-    Entries are (ids[i], cols[i]) when `cols` is given (the stored entries of a sparse
-    matrix), else the dense (len(ids), width) block — hashed a block of rows at a time so
-    the uint64 temporaries stay a few MB whatever N is.
+    Entries are (ids[row[k]], col[k]) for `entries=(row, col)` (the stored entries of a
+    sparse matrix), else the dense (len(ids), width) block. Either way ~1M entries are
+    hashed at a time, so the uint64 temporaries stay a few MB whatever N is.
     """
     dtype = np.dtype(dtype)
-    scale, k = dtype.type(1.0 / (1.0 - p)), np.uint64(key)
-    ids = ids.astype(np.uint64)
-    if cols is not None:
-        return _keep(k, ids * np.uint64(width) + cols.astype(np.uint64), p, scale)
+    scale, k, w = dtype.type(1.0 / (1.0 - p)), np.uint64(key), np.uint64(width)
+    ids = ids.astype(np.uint64, copy=False)
+    if entries is not None:
+        row, col = entries
+        out = np.empty(row.size, dtype=dtype)
+        for s in range(0, row.size, _CHUNK):  # chunks of entries, not a loop over nodes
+            out[s:s + _CHUNK] = _keep(k, ids[row[s:s + _CHUNK]] * w
+                                      + col[s:s + _CHUNK].astype(np.uint64), p, scale)
+        return out
     out = np.empty((ids.size, width), dtype=dtype)
     step, ar = max(1, _CHUNK // max(width, 1)), np.arange(width, dtype=np.uint64)
-    for r0 in range(0, ids.size, step):  # blocks of ~1M entries, not a loop over nodes
-        out[r0:r0 + step] = _keep(k, ids[r0:r0 + step, None] * np.uint64(width) + ar, p, scale)
+    for r0 in range(0, ids.size, step):  # blocks of rows
+        out[r0:r0 + step] = _keep(k, ids[r0:r0 + step, None] * w + ar, p, scale)
     return out
 
 
@@ -87,6 +92,6 @@ def keyed_dropout(x: Tensor | SparseTensor, p: float, training: bool, key: int,
     rows, width = x.shape
     ids = np.arange(rows, dtype=np.uint64) if node_ids is None else np.asarray(node_ids)
     if isinstance(x, SparseTensor):
-        scale = keep_scale(key, ids[x.row], width, p, x.dtype, cols=x.col)
+        scale = keep_scale(key, ids, width, p, x.dtype, entries=(x.row, x.col))
         return x.with_values(x.values * scale)
     return x * keep_scale(key, ids, width, p, x.dtype)

@@ -40,12 +40,12 @@ def test_keep_rate_and_scaling():
 
 
 def test_blocks_of_rows_hash_like_one_block():
-    """The dense path hashes blocks of rows; a width that splits into several blocks must
-    give the masks of the per-entry path."""
+    """Both paths hash ~1M entries at a time; 3M entries in several blocks must give the
+    same masks by the dense and the per-entry path."""
     ids, width, key = np.arange(3000), 1000, stream_key(5, 1, 2)
     dense = keep_scale(key, ids, width, 0.5, np.float32)
     rows, cols = np.divmod(np.arange(ids.size * width), width)
-    entries = keep_scale(key, ids[rows], width, 0.5, np.float32, cols=cols)
+    entries = keep_scale(key, ids, width, 0.5, np.float32, entries=(rows, cols))
     assert np.array_equal(dense.ravel(), entries)
 
 
