@@ -179,12 +179,19 @@ def test_a_hung_rank_makes_the_others_fail_at_the_deadline(small_parts, tmp_path
     assert time.monotonic() - start < 45
 
 
-def test_sigterm_on_one_rank_stops_all_cleanly(small_parts, tmp_path):
+@pytest.mark.parametrize("target", ["SIGTERM to rank 1", "Ctrl-C to mpiexec"])
+def test_a_signal_stops_all_ranks_cleanly(small_parts, tmp_path, target):
+    """SIGTERM on one rank, or Ctrl-C on mpiexec (which forwards it): every rank leaves
+    after the same epoch and rank 0 still writes the results."""
     out = tmp_path / "out.json"
     proc = launch(2, "configs/synthetic.yaml", small_parts, out,
                   [*SMALL, "train.epochs=100000"], "--timeout", "20")
-    os.kill(wait_for(Path(f"{out}.rank1.pid"), proc), signal.SIGTERM)
-    code, err = finish(proc, timeout=60)
-    assert code == 0, err
+    rank1 = wait_for(Path(f"{out}.rank1.pid"), proc)
+    if target.startswith("SIGTERM"):
+        os.kill(rank1, signal.SIGTERM)
+    else:
+        os.kill(proc.pid, signal.SIGINT)
+    code, text = finish(proc, timeout=60)
+    assert code == 0, text
     result = json.loads(out.read_text())
     assert result["interrupted"] and 1 <= len(result["rows"]) < 100000
