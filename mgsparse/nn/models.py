@@ -53,24 +53,24 @@ class StackedModel(Module):
     training forward is kept or dropped by a hash of (key, t, i, node_ids[node], feature), so
     a graph split over ranks — each rank's model given its rows' global `node_ids` — draws
     the same masks as one process. The key is drawn from `rng` at the first training forward
-    (after the initialisation, which is therefore unchanged). `keyed_dropout=False` draws
+    (after the initialisation, which is therefore unchanged). `keyed_masks=False` draws
     from `rng` in order instead.
     """
 
     def __init__(self, dropout: float, activation: str, rng: np.random.Generator | None,
-                 keyed_dropout: bool = True):
+                 keyed_masks: bool = True):
         super().__init__()
         self.rng = rng if rng is not None else np.random.default_rng()
         self.p, self.act_name = float(dropout), activation
         self.act = get_activation(activation)
-        self.keyed_dropout, self.node_ids = keyed_dropout, None  # node_ids: x's global row ids
+        self.keyed_masks, self.node_ids = keyed_masks, None  # node_ids: x's global row ids
         self.dropout_key: int | None = None
         self.dropout_step = 0  # training forwards so far
 
     def stack(self, layers: ModuleList, x: Tensor | SparseTensor, *args: Any) -> Tensor:
         last = len(layers) - 1
         drawing = self.training and self.p > 0
-        if drawing and self.keyed_dropout and self.dropout_key is None:
+        if drawing and self.keyed_masks and self.dropout_key is None:
             self.dropout_key = int(self.rng.integers(2**63))
         for i, layer in enumerate(layers):
             x = layer(self._dropout(x, i), *args)
@@ -80,7 +80,7 @@ class StackedModel(Module):
         return x
 
     def _dropout(self, x: Tensor | SparseTensor, layer: int) -> Tensor | SparseTensor:
-        if not self.keyed_dropout:
+        if not self.keyed_masks:
             return dropout(x, self.p, self.training, self.rng)
         key = stream_key(self.dropout_key or 0, self.dropout_step, layer)
         return keyed_dropout(x, self.p, self.training, key, self.node_ids)
