@@ -24,10 +24,9 @@ from typing import Any, Literal
 
 import yaml
 
+from mgsparse.catalog import DATASET_NAMES, MODEL_KINDS, MODELS, is_points
 from mgsparse.config_yaml import Loader, Where, parse_yaml, yaml_error
 from mgsparse.errors import ConfigError
-
-POINT_CLOUD_DATASETS = ("moons", "circles", "blobs")
 
 
 _BOUNDS = {"ge": (operator.ge, ">="), "gt": (operator.gt, ">"),
@@ -51,8 +50,7 @@ class DatasetConfig:
     synthetic stochastic block model, ``noise``/``num_samples`` the point clouds.
     """
 
-    name: Literal["cora", "citeseer", "pubmed", "karate", "synthetic", "moons", "circles",
-                  "blobs"]
+    name: Literal[DATASET_NAMES]  # the catalog's names
     root: str | None = None
     split: Literal["public", "full", "random"] = "public"
     normalize_features: bool = True
@@ -74,7 +72,7 @@ class DatasetConfig:
 class ModelConfig:
     """Architecture: passed to the model constructors as plain arguments."""
 
-    kind: Literal["gcn", "gat", "sage", "mlp"] = "gcn"
+    kind: Literal[MODEL_KINDS] = "gcn"
     hidden: int = _num(16, ge=1)
     layers: int = _num(2, ge=1)
     dropout: float = _num(0.5, ge=0, lt=1)
@@ -290,14 +288,16 @@ def _build_section(cls: type, name: str, raw: Any, where: Where) -> Any:
 def _check_combination(config: Config, where: Where) -> None:
     """Settings that are each valid but cannot work together."""
     data, model, train = config.dataset, config.model, config.train
-    if data.name in POINT_CLOUD_DATASETS and model.kind != "mlp":
+    graphless = [kind for kind, facts in MODELS.items() if facts.operand is None]
+    if is_points(data.name) and model.kind not in graphless:
         raise ConfigError(f"{where(('model', 'kind'))}: model.kind {model.kind!r} needs a "
-                          f"graph, and dataset {data.name!r} has none; use kind: mlp")
-    if data.name in POINT_CLOUD_DATASETS and data.num_val + data.num_test >= data.num_samples:
+                          f"graph, and dataset {data.name!r} has none; use kind: "
+                          f"{' or '.join(graphless)}")
+    if is_points(data.name) and data.num_val + data.num_test >= data.num_samples:
         raise ConfigError(f"{where(('dataset', 'num_test'))}: dataset.num_val + "
                           f"dataset.num_test ({data.num_val + data.num_test}) leave no "
                           f"training samples out of dataset.num_samples ({data.num_samples})")
-    if train.batch_size is not None and model.kind != "mlp":
+    if train.batch_size is not None and model.kind not in graphless:
         raise ConfigError(f"{where(('train', 'batch_size'))}: train.batch_size must be null "
                           f"for model.kind {model.kind!r} (graph models train full-batch)")
     if (train.loss, model.head) in (("bce", "softmax"), ("cross_entropy", "sigmoid")):

@@ -1,7 +1,8 @@
 """The `mgsparse` command line: the only package that imports typer and rich.
 
-Each command module declares options and makes one library call; errors raised by the
-library (`MgsparseError`) are rendered here once, as one red line and an exit code.
+Each command module declares its options and makes one library call; this module composes
+them into one app. Errors raised by the library (`MgsparseError`) are rendered once, as one
+red line and an exit code (`mgsparse.cli.render.fail`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import typer
 
 import mgsparse
+from mgsparse.cli import bench, datasets, gradcheck, graph, train
 from mgsparse.cli.render import fail
 from mgsparse.errors import MgsparseError
 
@@ -36,14 +38,16 @@ def _root(
     """mgsparse: sparse autograd for graph neural networks, on numpy and scipy."""
 
 
-def _register_commands() -> None:
-    # Imported here so that each module can import `app` from this package.
-    from mgsparse.cli import commands  # noqa: F401
+app.command()(train.train)
+app.command()(train.evaluate)
+app.command("gradcheck")(gradcheck.gradcheck_command)
+app.command()(bench.bench)
+app.command()(graph.graph)
+app.add_typer(datasets.datasets_app, name="datasets")
 
 
 def main() -> None:
     """Console-script entry point: run the app, turn library errors into exit codes."""
-    _register_commands()
     try:
         app(standalone_mode=True)
     except MgsparseError as err:  # raised outside a command body (e.g. while parsing)

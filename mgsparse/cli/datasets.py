@@ -2,47 +2,23 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
-from mgsparse.cli import app
-from mgsparse.cli.render import err_console, fail, out
+from mgsparse.cli.progress import download_bar
+from mgsparse.cli.render import fail, out
+from mgsparse.catalog import DATASETS
 from mgsparse.data import dataset_info, list_datasets, load_dataset, planetoid
 from mgsparse.errors import MgsparseError
 
 datasets_app = typer.Typer(help="List, download and inspect datasets.", no_args_is_help=True)
-app.add_typer(datasets_app, name="datasets")
 
 ROOT_OPTION = typer.Option(None, "--root", help="Cache folder (default: $MGSPARSE_DATA or "
                            "./datasets).")
 URL_OPTION = typer.Option(None, "--url", help="Planetoid base URL or mirror folder "
                           "(default: $MGSPARSE_PLANETOID_URL or the Planetoid repository).")
-
-
-@contextmanager
-def download_bar():
-    """A rich progress bar on stderr, fed by the library's ``progress(done, total, name)``;
-    it appears only once bytes actually move (cached and built-in datasets stay quiet)."""
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                   TransferSpeedColumn(), console=err_console, transient=True)
-    tasks: dict[str, int] = {}
-
-    def report(done: int, total: int | None, filename: str) -> None:
-        if not tasks:
-            bar.start()
-        if filename not in tasks:
-            tasks[filename] = bar.add_task(filename, total=total)
-        bar.update(tasks[filename], completed=done, total=total)
-
-    try:
-        yield report
-    finally:
-        if tasks:
-            bar.stop()
 
 
 def _size(num_bytes: int) -> str:
@@ -69,8 +45,9 @@ def list_command(root: Path = ROOT_OPTION) -> None:
 @datasets_app.command("download")
 def download_command(name: str, root: Path = ROOT_OPTION, url: str = URL_OPTION) -> None:
     """Fetch a Planetoid dataset and verify every file's SHA-256."""
-    if name.lower() in ("karate", "synthetic"):
-        out.print(f"{name} is built into mgsparse; nothing to download")
+    facts = DATASETS.get(name.lower())
+    if facts is not None and facts.source != "planetoid":
+        out.print(f"{name} is {facts.source} in mgsparse; nothing to download")
         return
     try:
         with download_bar() as report:

@@ -20,7 +20,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from mgsparse import checks
-from mgsparse.cli import app
 from mgsparse.cli.render import err_console, fail, out
 from mgsparse.errors import ConfigError, MgsparseError
 
@@ -127,7 +126,6 @@ def _summary(rows: list[checks.CheckRow], seconds: float) -> str:
     return f"{head}{where}; {seconds:.2f} s"
 
 
-@app.command("gradcheck")
 def gradcheck_command(
     op: list[str] = typer.Option(
         [], "--op", metavar="NAME",

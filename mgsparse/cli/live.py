@@ -22,13 +22,13 @@ MAX_ROWS = 20  # older rows scroll away; the summary keeps what matters
 class TrainDisplay:
     """Renders `fit`'s per-epoch callback; a no-op when disabled (--quiet, --json)."""
 
-    def __init__(self, config, problem, enabled: bool = True):
+    def __init__(self, config, densities: dict[str, float], enabled: bool = True):
         self.enabled = enabled
         self.config = config
         self.log_every = config.monitor.log_every
         self.total = config.train.epochs * config.train.runs
-        self.ratios = ("-", "-") if problem is None else (  # None: a point cloud, no graph
-            f"{problem.adjacency_density:.2%}", f"{problem.feature_density:.2%}")
+        self.ratios = tuple(f"{densities[k]:.2%}" if k in densities else "-"
+                            for k in ("adjacency", "features"))
         self.rows: list[tuple[str, ...]] = []
         self.progress = Progress(TextColumn("[bold]training"), BarColumn(), MofNCompleteColumn(),
                                  TextColumn("epochs"), TimeRemainingColumn(), console=err_console)

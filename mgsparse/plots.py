@@ -1,6 +1,7 @@
-"""Pictures of a point-cloud run: the decision boundary of the best model next to its loss curve.
+"""Every matplotlib figure of mgsparse: a run's pictures and the scaling sweep's.
 
-matplotlib is an optional extra (`pip install 'mgsparse[plot]'`), imported only when a picture
+A point-cloud run: the decision boundary of its best model next to its loss curve. The
+scaling sweep: step time and traced peak against Â's stored entries. matplotlib is an optional extra (`pip install 'mgsparse[plot]'`), imported only when a picture
 is asked for, so the library and the CLI load without it. The figure is drawn on a bare
 `matplotlib.figure.Figure` (no pyplot): no global state, no GUI backend, safe in a thread.
 """
@@ -13,10 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.config import POINT_CLOUD_DATASETS
+from mgsparse.bench.sweep import FIT_MIN_NNZ, SweepResult
+from mgsparse.catalog import POINT_DATASETS, is_points
 from mgsparse.errors import ConfigError, DataError, MgsparseError
-from mgsparse.train import RunResult, TrainResult
-from mgsparse.train_points import load_points, predict_points, restore_point_model
+from mgsparse.run.loop import RunResult, TrainResult
+from mgsparse.run.monitor import MB
+from mgsparse.run.points import PointTask
 
 INSTALL_HINT = "pip install 'mgsparse[plot]'"
 FORMATS = (".png", ".svg", ".pdf")
@@ -36,15 +39,15 @@ def require_matplotlib() -> Any:
 
 def check_plot_target(path: str | Path, dataset: str) -> None:
     """Fail before training, not after: a point-cloud dataset, a known format, matplotlib."""
-    if dataset not in POINT_CLOUD_DATASETS:
+    if not is_points(dataset):
         raise ConfigError(f"a decision-boundary plot needs a point-cloud dataset "
-                          f"({', '.join(POINT_CLOUD_DATASETS)}), not {dataset!r}")
+                          f"({', '.join(POINT_DATASETS)}), not {dataset!r}")
     if Path(path).suffix.lower() not in FORMATS:
         raise ConfigError(f"plot file {str(path)!r} must end in {', '.join(FORMATS)}")
     require_matplotlib()
 
 
-def save_training_plot(result: TrainResult, path: str | Path) -> Path:
+def save_training_plot(result: TrainResult, task: PointTask, path: str | Path) -> Path:
     """Draw the first finished run: its best model's decision regions with the train and test
     points (left), its training and validation loss per epoch (right). Returns the path."""
     path = Path(path)
@@ -55,25 +58,29 @@ def save_training_plot(result: TrainResult, path: str | Path) -> Path:
     figure_module = require_matplotlib()
     fig = figure_module.Figure(figsize=(11, 4.5), layout="constrained")
     boundary, losses = fig.subplots(1, 2)
-    _draw_boundary(boundary, result, run)
+    _draw_boundary(boundary, task, run)
     _draw_losses(losses, run)
+    return _save(fig, path, dpi=110)
+
+
+def _save(fig: Any, path: Path, dpi: int) -> Path:
     try:
-        fig.savefig(path, dpi=110, format=path.suffix.lower()[1:])
+        fig.savefig(path, dpi=dpi, format=path.suffix.lower()[1:])
     except OSError as e:
         raise DataError(f"cannot write plot {path}: {e.strerror or e}") from None
     return path
 
 
-def _draw_boundary(ax: Any, result: TrainResult, run: RunResult) -> None:
-    config = result.config
-    X_train, y_train, X_val, _, X_test, y_test = load_points(config.dataset)
-    model, head = restore_point_model(config, run.state)
-    every = np.vstack([X_train, X_val, X_test])
+def _draw_boundary(ax: Any, task: PointTask, run: RunResult) -> None:
+    config, d = task.config, task.data
+    X_train, y_train, X_test, y_test = d.X_train, d.y_train, d.X_test, d.y_test
+    model = task.restore(run.state)
+    every = np.vstack([X_train, d.X_val, X_test])
     lo, hi = every.min(axis=0) - 0.5, every.max(axis=0) + 0.5
     gx, gy = np.meshgrid(np.linspace(lo[0], hi[0], GRID_STEPS),
                          np.linspace(lo[1], hi[1], GRID_STEPS))
-    regions = predict_points(model, head, np.c_[gx.ravel(), gy.ravel()]).reshape(gx.shape)
-    num_classes = head.num_classes
+    regions = task.predict(model, np.c_[gx.ravel(), gy.ravel()]).reshape(gx.shape)
+    num_classes = task.head.num_classes
     colors = [COLORS[c % len(COLORS)] for c in range(num_classes)]
     from matplotlib.colors import ListedColormap
 
@@ -101,3 +108,29 @@ def _draw_losses(ax: Any, run: RunResult) -> None:
     ax.set_ylabel("loss")
     ax.set_title("loss per epoch")
     ax.legend(loc="best", fontsize="small")
+
+
+def plot_sweep(result: SweepResult, path: str | Path) -> Path:
+    """A PNG: step time and traced peak against Â's nnz, log-log, sparse and dense."""
+    fig = require_matplotlib().Figure(figsize=(11, 4.2), layout="constrained")
+    ax_t, ax_m = fig.subplots(1, 2)
+    for kind, style in (("sparse", "o-"), ("dense", "s--")):
+        pts = [(p.adjacency_nnz, getattr(p, kind)) for p in result.points if getattr(p, kind)]
+        if pts:
+            nnz = [x for x, _ in pts]
+            ax_t.plot(nnz, [r.step_ms_median for _, r in pts], style, label=kind)
+            ax_m.plot(nnz, [r.traced_peak_bytes / MB for _, r in pts], style, label=kind)
+    kernel = [(p.adjacency_nnz, p.kernel_ms) for p in result.points if p.kernel_ms > 0]
+    if kernel:
+        ax_t.plot(*zip(*kernel), "^:", color="gray", label="scipy Â·H alone")
+    for ax, what, k_all, k_large in (
+            (ax_t, "step time (ms)", result.time_exponent_all, result.time_exponent_large),
+            (ax_m, "traced peak (MB)", result.memory_exponent_all, result.memory_exponent_large)):
+        fits = (f"sparse ∝ nnz^{k_all:.2f} (all), ^{k_large:.2f} (nnz ≥ {FIT_MIN_NNZ:,})"
+                if k_all is not None and k_large is not None else "")
+        ax.set(xscale="log", yscale="log", xlabel="stored entries of Â (nnz)", ylabel=what,
+               title=f"{what}\n{fits}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    fig.suptitle("GCN training step on synthetic SBM graphs: sparse vs dense")
+    return _save(fig, Path(path), dpi=120)

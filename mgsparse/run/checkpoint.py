@@ -6,6 +6,7 @@ interrupted run never leaves a half-written file: the previous complete version 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
@@ -18,7 +19,7 @@ import scipy
 
 import mgsparse
 from mgsparse.errors import DataError
-from mgsparse.train import TrainResult
+from mgsparse.run.loop import TrainResult
 
 METRICS = "metrics.json"
 
@@ -51,9 +52,10 @@ def metrics_dict(result: TrainResult) -> dict[str, Any]:
             "timing": [s.__dict__ for s in r.stats],
             "alarms": r.alarms,
         })
+    report = result.memory_report
     return {"config": result.config.to_dict(), "versions": versions(),
-            "placement": result.placement, "summary": result.summary(), "runs": runs,
-            "memory_report": result.memory_report}
+            "placement": result.placement, "summary": dataclasses.asdict(result.summary()),
+            "runs": runs, "memory_report": dataclasses.asdict(report) if report else None}
 
 
 def output_dir(out_dir: str | Path) -> Path:
@@ -94,46 +96,3 @@ def read_params(out_dir: str | Path, filename: str) -> dict[str, np.ndarray]:
             return {k: z[k] for k in z.files}
     except (OSError, ValueError) as e:
         raise DataError(f"cannot read parameters {path}: {e}") from None
-
-
-def evaluate_saved(out_dir: str | Path, progress: Any = None) -> list[dict[str, float]]:
-    """Rebuild each saved run's model from metrics.json + params and evaluate it again."""
-    from mgsparse.config import POINT_CLOUD_DATASETS, config_from_dict
-
-    metrics = read_metrics(out_dir)
-    config = config_from_dict(metrics["config"], source=str(Path(out_dir) / METRICS))
-    saved = [run for run in metrics["runs"] if run.get("params")]
-    if not saved:
-        raise DataError(f"{out_dir}: metrics.json lists no saved parameters")
-    if config.dataset.name in POINT_CLOUD_DATASETS:
-        evaluate_run = _point_evaluator(config)
-    else:
-        evaluate_run = _graph_evaluator(config, progress)
-    return [{"run": run["run"], "seed": run["seed"],
-             **evaluate_run(run["seed"], read_params(out_dir, run["params"]))} for run in saved]
-
-
-def _graph_evaluator(config, progress):
-    from mgsparse.problem import build_model, load_graph, prepare
-    from mgsparse.train import evaluate
-
-    problem = prepare(config, load_graph(config.dataset, progress))
-
-    def evaluate_run(seed: int, state: dict) -> dict[str, float]:
-        model = build_model(config.model, problem, np.random.default_rng(seed))
-        model.load_state_dict(state)
-        return evaluate(model, problem)
-
-    return evaluate_run
-
-
-def _point_evaluator(config):
-    from mgsparse.train_points import evaluate_points, load_points, restore_point_model
-
-    data = load_points(config.dataset)
-
-    def evaluate_run(seed: int, state: dict) -> dict[str, float]:
-        model, head = restore_point_model(config, state)
-        return evaluate_points(model, head, data)
-
-    return evaluate_run

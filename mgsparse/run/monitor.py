@@ -1,13 +1,14 @@
 """What a run watches: traced memory, nnz ratios, and where the bytes of one step went.
 
-Plain functions returning plain numbers; the CLI decides how to show them.
+Plain functions returning plain numbers and dataclasses; the CLI decides how to show them.
 """
 
 from __future__ import annotations
 
 import tracemalloc
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -75,17 +76,30 @@ def saved_bytes_by_op(loss: Tensor) -> dict[str, int]:
 
 @dataclass
 class MemoryReport:
-    """Where the memory of a training step goes, next to tracemalloc's peak."""
+    """Where the memory of a training step goes (bytes), next to tracemalloc's peak."""
 
     parameters: int
     optimizer_state: int
-    adjacency: int
-    features: int
-    saved_for_backward: dict[str, int]
-    traced_peak: int
+    operands: dict[str, int]  # features, adjacency: what the task placed
+    saved_for_backward: dict[str, int] = field(default_factory=dict)  # op name -> bytes
+    traced_peak: int = 0
 
-    def to_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items()}
+
+def trace_step(model, optimizer, loss_fn: Callable[[], Tensor],
+               operands: dict[str, int]) -> MemoryReport:
+    """One training step under tracemalloc: the bytes each op type saved for backward (read
+    from the graph before backward frees it), parameters, optimizer state and the step's peak."""
+    with MemoryTracer(True) as tracer:
+        tracer.sample()
+        model.train()
+        loss = loss_fn()
+        saved = saved_bytes_by_op(loss)
+        loss.backward()
+        optimizer.step()
+        _, peak = tracer.sample()
+    return MemoryReport(parameters=sum(p.data.nbytes for p in model.parameters()),
+                        optimizer_state=optimizer.state_nbytes(), operands=dict(operands),
+                        saved_for_backward=saved, traced_peak=int(peak * MB))
 
 
 def finite(x: float | np.ndarray) -> bool:
