@@ -16,6 +16,7 @@ import dataclasses
 import difflib
 import math
 import operator
+import types
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -65,7 +66,7 @@ class DatasetConfig:
     num_features: int = _num(64, ge=1)
     noise: float = _num(0.1, ge=0)
     num_samples: int = _num(1000, ge=2)
-    seed: int = 0
+    seed: int = _num(0, ge=0)
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ class TrainConfig:
 
     epochs: int = _num(200, ge=1)
     patience: int | None = _num(100, ge=1)
-    seed: int = 0
+    seed: int = _num(0, ge=0)
     runs: int = _num(1, ge=1)
     grad_clip_norm: float | None = _num(1.0, gt=0)
     loss: Literal["cross_entropy", "bce", "mse"] = "cross_entropy"
@@ -120,10 +121,14 @@ class SparseConfig:
 
 @dataclass(frozen=True)
 class MonitorConfig:
-    """Live monitoring: tracemalloc on/off, the memory alarm's budget, table refresh period."""
+    """Live monitoring: tracemalloc on/off, the memory budget, table refresh period.
+
+    ``memory_budget_mb``: "auto" is half the memory available when the run starts, null is no
+    limit. Operands are placed within it, and a run that passes 80% of it falls back to sparse.
+    """
 
     memory: bool = True
-    memory_budget_mb: float = _num(4096.0, gt=0)
+    memory_budget_mb: float | Literal["auto"] | None = _num("auto", gt=0)
     log_every: int = _num(10, ge=1)
 
 
@@ -221,11 +226,20 @@ def _check_scalar(value: Any, hint: Any, meta: Mapping[str, Any]) -> Any:
 def _check_value(value: Any, hint: Any, meta: Mapping[str, Any], key: str) -> Any:
     """Check one field's value against its annotation; ``key`` is the dotted name."""
     nullable = type(None) in typing.get_args(hint)
-    if nullable:
-        if value is None:
+    words: tuple = ()  # a number that may also be one of some words: `float | Literal["auto"]`
+    if nullable or typing.get_origin(hint) in (typing.Union, types.UnionType):
+        if value is None and nullable:
             return None
-        hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
-    or_null = " or null" if nullable else ""
+        args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+        words = next((arg for arg in args if typing.get_origin(arg) is Literal), ())
+        hint = next(arg for arg in args if arg is not words)
+        if words and isinstance(value, str):
+            hint = words
+    if hint is words:
+        or_null = " or a number"
+    else:
+        or_null = "".join(f" or {word!r}" for word in typing.get_args(words) if words)
+    or_null += " or null" if nullable else ""
     if typing.get_origin(hint) is tuple:
         item_hints = typing.get_args(hint)
         if not isinstance(value, list) or len(value) != len(item_hints):

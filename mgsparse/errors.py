@@ -37,6 +37,10 @@ class TrainingError(MgsparseError):
     """A run that could not go on (a non-finite loss or gradient)."""
 
 
+class MemoryBudgetError(MgsparseError):
+    """A run whose estimated or measured memory does not fit `monitor.memory_budget_mb`."""
+
+
 class HyperparameterError(MgsparseError, ValueError):
     """A layer or optimizer argument out of range (lr <= 0, dropout p outside [0, 1), ...).
 

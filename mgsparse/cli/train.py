@@ -29,9 +29,9 @@ from mgsparse.run import (
     make_task,
     measure_memory,
     metrics_dict,
-    output_dir,
     write_outputs,
 )
+from mgsparse.run.checkpoint import check_output_dir
 
 EXIT_INTERRUPTED = 130  # the shell's convention for a run ended by SIGINT
 EXIT_TERMINATED = 143  # ... and by SIGTERM (128 + 15)
@@ -89,9 +89,11 @@ def train(
         if plot:
             plots.check_plot_target(plot, config.dataset.name)
         if out_dir:
-            output_dir(out_dir)
+            check_output_dir(out_dir)
         with _downloads(quiet or as_json) as progress:
             task = make_task(config, progress)
+        for event in task.budget_events:
+            warn(event.message)
         display = TrainDisplay(config, task.densities, enabled=not (quiet or as_json))
         write = (lambda result: write_outputs(out_dir, result)) if out_dir else None
         with _signals_end_epoch() as received, display:
@@ -111,7 +113,7 @@ def train(
 
 def _report(result, as_json: bool, memory_report: bool, signum) -> None:
     if as_json:
-        out.print_json(json.dumps(metrics_dict(result)["summary"]))
+        typer.echo(json.dumps(metrics_dict(result)["summary"]))
     else:
         out.print(summary_table(result))
         if memory_report and result.memory_report:
@@ -136,7 +138,7 @@ def evaluate(
     except MgsparseError as e:
         fail(e)
     if as_json:
-        out.print_json(json.dumps([{"run": r.run, "seed": r.seed, **r.scores.__dict__}
-                                   for r in rows]))
+        typer.echo(json.dumps([{"run": r.run, "seed": r.seed, **r.scores.__dict__}
+                               for r in rows]))
         return
     out.print(evaluate_table(run_dir, rows))

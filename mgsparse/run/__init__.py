@@ -19,11 +19,11 @@ from mgsparse.run.loop import (
     measure_memory,
     train_epoch,
 )
-from mgsparse.run.monitor import MemoryReport, MemoryTracer
+from mgsparse.run.monitor import EpochMemory, MemoryReport
 from mgsparse.run.task import GraphTask, Scores, Task, load_graph, make_task
 
 __all__ = [
-    "EpochRow", "EpochStats", "GraphTask", "MemoryReport", "MemoryTracer", "RunResult",
+    "EpochRow", "EpochStats", "GraphTask", "EpochMemory", "MemoryReport", "RunResult",
     "SavedRunScores", "Scores", "Summary", "Task", "TrainResult", "build_model",
     "build_optimizer", "evaluate_saved", "first_step_loss", "fit", "load_graph", "make_task",
     "measure_memory", "metrics_dict", "output_dir", "read_metrics", "train_epoch",

@@ -31,8 +31,9 @@ from mgsparse.engine import Tensor, no_grad
 from mgsparse.nn import functional as F
 from mgsparse.nn.conv import normalized_adjacency
 from mgsparse.nn.module import Module
+from mgsparse.run.budget import FALLBACK_FRACTION, budget_bytes, fit_within_budget, mb
 from mgsparse.run.build import build_model
-from mgsparse.run.monitor import nnz_ratio, operand_nbytes
+from mgsparse.run.monitor import nnz_ratio
 from mgsparse.sparse import SparseTensor, as_operand
 
 Batch = Callable[[], tuple[Tensor, int]]  # -> (loss, number of targets it averages over)
@@ -55,6 +56,8 @@ class Task(ABC):
     config: Config
     placement: dict[str, str]  # operand -> how it is stored and why
     densities: dict[str, float]  # operand -> stored entries / (rows·cols), 1.0 when dense
+    estimate_bytes: int = 0  # a training step's estimated peak, set by the budget placement
+    budget_events: list = []  # what the placement changed to fit the budget (BudgetEvent)
 
     @abstractmethod
     def build_model(self, rng: np.random.Generator) -> Module:
@@ -68,9 +71,17 @@ class Task(ABC):
     def evaluate(self, model: Module) -> Scores:
         """Scores of `model` on the task's splits, without building a graph."""
 
-    def operand_bytes(self) -> dict[str, int]:
-        """Bytes held by each operand the task placed (for the memory report)."""
+    def operands(self) -> dict[str, Any]:
+        """The data every step reads, by name (features, adjacency): what the run holds."""
         return {}
+
+    def dense_operands(self) -> list[str]:
+        """Names of the operands stored dense that could be stored sparse, largest first."""
+        return []
+
+    def make_sparse(self, name: str, reason: str) -> None:
+        """Store operand `name` sparse from now on (same values); `reason` joins the placement."""
+        raise NotImplementedError(f"{type(self).__name__} has no sparse form of {name}")
 
     def restore(self, state: dict[str, np.ndarray]) -> Module:
         """The model of a finished run, from its saved parameters, in eval mode."""
@@ -91,13 +102,17 @@ def shuffle_generator(seed: int) -> np.random.Generator:
 
 
 def make_task(config: Config, progress: Progress | None = None) -> Task:
-    """The task `config` asks for: point clouds train an MLP on mini-batches, graphs train
-    full-batch on the whole graph."""
+    """The task `config` asks for, its operands placed within the memory budget: point clouds
+    train an MLP on mini-batches, graphs train full-batch on the whole graph."""
+    budget = budget_bytes(config.monitor)
     if is_points(config.dataset.name):
         from mgsparse.run.points import PointTask
 
-        return PointTask(config)
-    return GraphTask(config, load_graph(config.dataset, progress))
+        task: Task = PointTask(config)
+    else:
+        task = GraphTask(config, load_graph(config.dataset, progress), budget=budget)
+    task.budget_events = fit_within_budget(task, config, budget)
+    return task
 
 
 # ---------------------------------------------------------------- full-batch graphs
@@ -117,10 +132,18 @@ def load_graph(ds: DatasetConfig, progress: Progress | None = None) -> Graph:
                         normalize_features=ds.normalize_features, progress=progress, **kwargs)
 
 
-def place(m: Any, threshold: float, dtype: Any) -> tuple[SparseTensor | Tensor, str]:
+def place(m: Any, threshold: float, dtype: Any,
+          budget: int | None = None) -> tuple[SparseTensor | Tensor, str]:
     """A matrix as the operand it will be for the whole run: sparse while its density is at
-    most `threshold`, dense above it; and the reason, for the run's summary."""
+    most `threshold`, dense above it unless the dense array alone would pass 80% of the
+    memory `budget`; and the reason, for the run's summary."""
     density = nnz_ratio(m)
+    dense_bytes = m.shape[0] * m.shape[1] * np.dtype(dtype).itemsize
+    if density > threshold and budget is not None and dense_bytes > FALLBACK_FRACTION * budget:
+        threshold = 1.0  # sparse, whatever the density
+        why = f"sparse (dense would need {mb(dense_bytes)} of a {mb(budget)} budget)"
+        operand, _ = place(m, threshold, dtype)
+        return operand, why
     operand = as_operand(m, threshold)
     if isinstance(operand, SparseTensor):
         operand = operand if operand.dtype == dtype else operand.astype(dtype)
@@ -137,11 +160,12 @@ class GraphTask(Task):
     GAT and GraphSAGE, nothing for an MLP. The loss is cross-entropy over the training nodes.
     """
 
-    def __init__(self, config: Config, graph: Graph, dtype: Any = np.float32):
-        self.config, self.name = config, graph.name
+    def __init__(self, config: Config, graph: Graph, dtype: Any = np.float32,
+                 budget: int | None = None):
+        self.config, self.name, self.budget = config, graph.name, budget
         threshold = config.sparse.sparsity_threshold
         x = graph.x if sp.issparse(graph.x) else sp.csr_matrix(np.asarray(graph.x))
-        self.features, why = place(x, threshold, dtype)
+        self.features, why = place(x, threshold, dtype, budget)
         self.placement = {"features": why}
         self.densities = {"features": nnz_ratio(x)}
         self.edge_index = np.asarray(graph.edge_index, dtype=np.int64)
@@ -156,7 +180,7 @@ class GraphTask(Task):
         reads = MODELS[self.config.model.kind].operand
         if reads == "norm_adj" and not self.config.model.learn_edge_weight:
             norm_adj = normalized_adjacency(self.edge_index, num_nodes, dtype=dtype)
-            operand, why = place(norm_adj, threshold, dtype)
+            operand, why = place(norm_adj, threshold, dtype, self.budget)
             self.placement["adjacency"] = why
             self.densities["adjacency"] = nnz_ratio(norm_adj)
             return operand
@@ -174,6 +198,19 @@ class GraphTask(Task):
     @property
     def num_features(self) -> int:
         return self.features.shape[1]
+
+    def dense_operands(self) -> list[str]:
+        dense = [(op.data.nbytes, name) for name, op in self.operands().items()
+                 if isinstance(op, Tensor) and op.ndim == 2]
+        return [name for _, name in sorted(dense, reverse=True)]
+
+    def make_sparse(self, name: str, reason: str) -> None:
+        sparse = SparseTensor.from_dense(self.operands()[name].data)
+        if name == "features":
+            self.features = sparse
+        else:
+            self.operand = sparse
+        self.placement[name] = reason
 
     def with_operands(self, features: Any, operand: Any) -> GraphTask:
         """The same task on other copies of its operands (e.g. dense vs sparse)."""
@@ -204,6 +241,6 @@ class GraphTask(Task):
                       F.accuracy(logits, self.y, self.val_idx),
                       F.accuracy(logits, self.y, self.test_idx))
 
-    def operand_bytes(self) -> dict[str, int]:
-        adjacency = 0 if self.operand is None else operand_nbytes(self.operand)
-        return {"features": operand_nbytes(self.features), "adjacency": adjacency}
+    def operands(self) -> dict[str, Any]:
+        graph = {} if self.operand is None else {"adjacency": self.operand}
+        return {"features": self.features, **graph}
