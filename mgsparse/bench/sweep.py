@@ -1,10 +1,10 @@
 """Scaling sweep: the dense-vs-sparse GCN step on synthetic graphs of growing size.
 
-At each size the sparse step is timed and traced as in `mgsparse.bench.dense_vs_sparse` (same
-operands, same measurement); dense runs too where its estimated footprint fits the memory budget, and is
-checked for equivalence there. The growth is then read as log-log slopes, ``time ∝ nnz^k``,
-next to the same slope for scipy's bare CSR Â·H, which separates the engine's cost from the
-memory hierarchy's.
+At each size the sparse step is timed and traced as in `mgsparse.bench.dense_vs_sparse`
+(same operands, same measurement); dense runs too where its estimated footprint fits the
+memory budget, and is checked for equivalence there. The growth is then read as log-log
+slopes, ``time ∝ nnz^k``, next to the same slope for scipy's bare CSR Â·H, which separates
+the engine's cost from the memory hierarchy's.
 """
 
 from __future__ import annotations
