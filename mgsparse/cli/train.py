@@ -87,7 +87,7 @@ def train(
     try:
         config = load_config(config_path, overrides)
         if plot:
-            plots.check_plot_target(plot, config.dataset.name)
+            plots.check_plot_target(plot)
         if out_dir:
             check_output_dir(out_dir)
         with _downloads(quiet or as_json) as progress:

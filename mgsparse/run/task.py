@@ -232,6 +232,13 @@ class GraphTask(Task):
         yield lambda: (F.cross_entropy(self.logits(model), self.y, self.train_idx),
                        len(self.train_idx))
 
+    def embedding(self, model: Module) -> np.ndarray:
+        """(N, hidden): what `model`'s last layer reads for every node, in eval mode."""
+        model.eval()
+        with no_grad():
+            args = () if self.operand is None else (self.operand,)
+            return np.asarray(model.embed(self.features, *args).data)
+
     def evaluate(self, model: Module) -> Scores:
         model.eval()
         with no_grad():
