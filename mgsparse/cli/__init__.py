@@ -80,6 +80,9 @@ def main() -> None:
         app(standalone_mode=True)
         sys.stdout.flush()
     except MgsparseError as err:  # raised outside a command body (e.g. while parsing)
-        fail(err)
+        try:
+            fail(err)
+        except typer.Exit as done:  # outside typer, its Exit is ours to turn into a status
+            raise SystemExit(done.exit_code) from None
     except OSError as err:
         _unwritable_output(err)
