@@ -107,10 +107,14 @@ def resolve_root(root: str | Path | None = None) -> Path:
     """Explicit argument > ``MGSPARSE_DATA`` > ``./datasets``; a DataError naming the setting
     when that path, or the nearest part of it that exists, is a file and not a folder."""
     chosen = Path(root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
-    existing = next((p for p in (chosen, *chosen.parents) if p.exists()), None)
-    if existing is not None and not existing.is_dir():
-        setting = ("dataset.root (--root)" if root else
-                   ROOT_ENV if os.environ.get(ROOT_ENV) else "the default root")
+    setting = ("dataset.root (--root)" if root else
+               ROOT_ENV if os.environ.get(ROOT_ENV) else "the default root")
+    try:
+        existing = next((p for p in (chosen, *chosen.parents) if p.exists()), None)
+        is_folder = existing is None or existing.is_dir()
+    except OSError as exc:  # e.g. a parent folder that may not be searched
+        raise DataError(f"{setting}={chosen}: cannot access it ({exc.strerror or exc})") from None
+    if not is_folder:
         what = "is a file" if existing == chosen else f"lies under the file {existing}"
         raise DataError(f"{setting}={chosen} {what}, not a folder; point it at a folder "
                         "(it is created if missing)")

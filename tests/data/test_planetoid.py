@@ -286,6 +286,16 @@ def test_root_that_is_a_file_is_one_line_naming_it(via, tiny_dataset, tmp_path, 
     assert afile.read_text() == "not a folder"
 
 
+def test_root_that_cannot_be_searched_is_one_line(tmp_path, monkeypatch):
+    def denied(self):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(planetoid.Path, "exists", denied)  # as for a folder without +x
+    with pytest.raises(DataError, match=r"^dataset\.root \(--root\)=.*locked: cannot access "
+                                        r"it \(Permission denied\)$"):
+        planetoid.resolve_root(tmp_path / "locked")
+
+
 def test_malformed_url_names_the_setting(tmp_path, monkeypatch):
     monkeypatch.setenv(planetoid.URL_ENV, "http://[::1/")
     with pytest.raises(ConfigError, match=rf"^{planetoid.URL_ENV}: malformed URL"):
