@@ -232,8 +232,10 @@ fetch(sys.argv[1], Path(sys.argv[2]), "0" * 64, timeout=(5, 30), retries=0)
 
 @pytest.mark.parametrize("signum, setup, returncode", [
     (signal.SIGTERM, "default", -signal.SIGTERM),  # cleaned up, then ended by SIGTERM itself
-    (signal.SIGTERM, "app-handler", 143),  # an application's own handler is kept
-    (signal.SIGINT, "default", -signal.SIGINT),  # Ctrl-C: KeyboardInterrupt, as before
+    pytest.param(signal.SIGTERM, "app-handler", 143,  # an application's own handler is kept
+                 marks=pytest.mark.slow),
+    pytest.param(signal.SIGINT, "default", -signal.SIGINT,  # Ctrl-C: KeyboardInterrupt
+                 marks=pytest.mark.slow),
 ])
 def test_signal_mid_download_leaves_no_part_file(signum, setup, returncode, scripted_server,
                                                  tmp_path):

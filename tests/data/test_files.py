@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from mgsparse.data import files
 from mgsparse.data.files import load_edge_list, load_features, load_labels, load_user_graph
 from mgsparse.errors import DataError
 
@@ -173,15 +174,16 @@ def test_huge_node_id_names_the_line_instead_of_allocating(tmp_path):
         load_user_graph(too_big)
 
 
-def test_node_id_bound_grows_with_the_edge_count(tmp_path):
-    many = 40_000  # 2 x 40,000 edges may touch ids up to 79,999
-    ids = np.arange(many)
-    lines = "\n".join(f"{a},{b}" for a, b in zip(ids, ids + many))
+def test_node_id_bound_grows_with_the_edge_count(tmp_path, monkeypatch):
+    monkeypatch.setattr(files, "MIN_INFERRED_NODES", 16)  # small numbers, same rule
+    many = 20  # 2 x 20 edges may touch ids up to 39
+    lines = "\n".join(f"{a},{a + many}" for a in range(many))
     g = load_user_graph(write(tmp_path / "e.csv", lines), undirected=False)
     assert g.num_nodes == 2 * many and g.num_edges == many
-    with pytest.raises(DataError, match=r"line 40001: .* -> 80002 \(ids must be in "
-                                        r"\[0, 80,002\)"):  # one more edge: 2 more ids
+    with pytest.raises(DataError, match=r"line 21: .* -> 42 \(ids must be in \[0, 42\)"):
         load_user_graph(write(tmp_path / "e.csv", lines + f"\n0,{2 * many + 2}\n"))
+    short = write(tmp_path / "short.csv", "0,1\n1,15\n")  # 2 edges: the floor of 16 applies
+    assert load_user_graph(short).num_nodes == 16
 
 
 def test_huge_label_names_the_line(tmp_path):
