@@ -35,7 +35,11 @@ def list_command(root: Path = ROOT_OPTION) -> None:
     table = Table(title="datasets")
     for column in ("name", "description", "cached", "size"):
         table.add_column(column)
-    for row in list_datasets(root):
+    try:
+        rows = list_datasets(root)
+    except MgsparseError as err:
+        fail(err)
+    for row in rows:
         cached = {True: "yes", False: "no", None: "built in"}[row["cached"]]
         size = _size(row["size_bytes"]) if row["cached"] is not None else "-"
         table.add_row(row["name"], row["description"], cached, size)

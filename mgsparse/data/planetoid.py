@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
+from mgsparse.data.atomic import atomic_write
 from mgsparse.data.download import Progress, fetch, is_remote, local_path, probe
 from mgsparse.data.graph import Graph
 from mgsparse.data.planetoid_io import FILE_KEYS, read_planetoid
@@ -92,13 +92,33 @@ def check_name(name: str) -> str:
 
 
 def resolve_url(url: str | None = None) -> str:
-    """Explicit argument > ``MGSPARSE_PLANETOID_URL`` > the canonical repository."""
-    return url or os.environ.get(URL_ENV) or DEFAULT_URL
+    """Explicit argument > ``MGSPARSE_PLANETOID_URL`` > the canonical repository; a malformed
+    URL is a ConfigError naming the setting it came from."""
+    chosen = url or os.environ.get(URL_ENV) or DEFAULT_URL
+    try:
+        is_remote(chosen)
+    except ConfigError as exc:
+        setting = "dataset.url (--url)" if url else URL_ENV
+        raise ConfigError(f"{setting}: {exc}") from None
+    return chosen
 
 
 def resolve_root(root: str | Path | None = None) -> Path:
-    """Explicit argument > ``MGSPARSE_DATA`` > ``./datasets``."""
-    return Path(root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+    """Explicit argument > ``MGSPARSE_DATA`` > ``./datasets``; a DataError naming the setting
+    when that path, or the nearest part of it that exists, is a file and not a folder."""
+    chosen = Path(root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+    setting = ("dataset.root (--root)" if root else
+               ROOT_ENV if os.environ.get(ROOT_ENV) else "the default root")
+    try:
+        existing = next((p for p in (chosen, *chosen.parents) if p.exists()), None)
+        is_folder = existing is None or existing.is_dir()
+    except OSError as exc:  # e.g. a parent folder that may not be searched
+        raise DataError(f"{setting}={chosen}: cannot access it ({exc.strerror or exc})") from None
+    if not is_folder:
+        what = "is a file" if existing == chosen else f"lies under the file {existing}"
+        raise DataError(f"{setting}={chosen} {what}, not a folder; point it at a folder "
+                        "(it is created if missing)")
+    return chosen
 
 
 def dataset_dir(name: str, root: str | Path | None = None) -> Path:
@@ -134,9 +154,12 @@ def known_checksums(name: str) -> dict[str, str | None]:
 
 def _read_manifest(path: Path) -> dict[str, str]:
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise ConfigError(f"{SHA256_ENV}={path}: cannot read it ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{SHA256_ENV}={path}: not a text file (expected sha256sum "
+                          "output)") from None
     entries = {}
     for number, line in enumerate(lines, start=1):
         parts = line.split()
@@ -146,6 +169,29 @@ def _read_manifest(path: Path) -> dict[str, str]:
             raise ConfigError(f"{path} line {number}: expected '<sha256>  <filename>'")
         entries[parts[1].lstrip("*")] = parts[0].lower()
     return entries
+
+
+# Sizes in bytes of the canonical files: a download is cut off at ``max_download_bytes``, so a
+# broken or hostile mirror cannot fill the disk before the checksum gets to reject its bytes.
+SIZES: dict[str, int] = {
+    "ind.cora.x": 22119, "ind.cora.tx": 148025, "ind.cora.allx": 257305,
+    "ind.cora.y": 4054, "ind.cora.ty": 28135, "ind.cora.ally": 47959,
+    "ind.cora.graph": 59847, "ind.cora.test.index": 5000,
+    "ind.citeseer.x": 31087, "ind.citeseer.tx": 260321, "ind.citeseer.allx": 595021,
+    "ind.citeseer.y": 3014, "ind.citeseer.ty": 24135, "ind.citeseer.ally": 55623,
+    "ind.citeseer.graph": 61987, "ind.citeseer.test.index": 5000,
+    "ind.pubmed.x": 23172, "ind.pubmed.tx": 405505, "ind.pubmed.y": 854,
+    "ind.pubmed.ty": 12135, "ind.pubmed.ally": 224739, "ind.pubmed.graph": 471808,
+    "ind.pubmed.test.index": 6000,
+}
+UNKNOWN_SIZE_CAP = 64 << 20  # ind.pubmed.allx: about 7.5 MB, extrapolated from tx's 1,000 rows
+
+
+def max_download_bytes(filename: str) -> int:
+    """The most bytes a download of ``filename`` may write: its known size plus 1/8 and one
+    chunk of margin, or 64 MiB for a file of unknown size."""
+    size = SIZES.get(filename)
+    return UNKNOWN_SIZE_CAP if size is None else size + size // 8 + (1 << 16)
 
 
 def download(name: str, root: str | Path | None = None, url: str | None = None,
@@ -159,7 +205,7 @@ def download(name: str, root: str | Path | None = None, url: str | None = None,
             _refuse_unverifiable(base, filename)
         for filename, sha256 in sums.items():
             fetch(source_of(base, filename), folder / filename, sha256, progress=progress,
-                  **FETCH_OPTIONS)
+                  max_bytes=max_download_bytes(filename), **FETCH_OPTIONS)
     except DownloadError as exc:
         if getattr(exc, "unreachable", False):
             raise type(exc)(f"{exc}; {MIRROR_HINT}") from exc
@@ -190,34 +236,52 @@ def processed_path(name: str, root: str | Path | None = None) -> Path:
     return dataset_dir(name, root) / "processed" / f"{check_name(name)}-{_cache_key(name)}.npz"
 
 
+_CACHED = ("x_data", "x_indices", "x_indptr", "x_shape", "y", "edge_index", "num_classes",
+           "train_mask", "val_mask", "test_mask")
+
+
+def _graph_arrays(graph: Graph) -> dict[str, np.ndarray]:
+    return {"x_data": graph.x.data, "x_indices": graph.x.indices, "x_indptr": graph.x.indptr,
+            "x_shape": np.array(graph.x.shape), "y": graph.y, "edge_index": graph.edge_index,
+            "num_classes": np.array(graph.num_classes), "train_mask": graph.train_mask,
+            "val_mask": graph.val_mask, "test_mask": graph.test_mask}
+
+
+def _digest(arrays: dict[str, np.ndarray]) -> str:
+    """SHA-256 over every array's name, dtype, shape and bytes: an edited cache that still
+    unzips (a flipped byte, a re-saved array) no longer matches the digest saved with it."""
+    digest = hashlib.sha256()
+    for name in sorted(arrays):
+        array = np.ascontiguousarray(arrays[name])
+        digest.update(f"{name}:{array.dtype.str}:{array.shape};".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
 def _save_graph(graph: Graph, path: Path, key: str) -> None:
     """Write atomically (temp file + rename) so a crash never leaves a half-written cache."""
+    arrays = _graph_arrays(graph)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, key=key, x_data=graph.x.data, x_indices=graph.x.indices,
-                     x_indptr=graph.x.indptr, x_shape=np.array(graph.x.shape), y=graph.y,
-                     edge_index=graph.edge_index, num_classes=graph.num_classes,
-                     train_mask=graph.train_mask, val_mask=graph.val_mask,
-                     test_mask=graph.test_mask)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    atomic_write(path, lambda f: np.savez(f, key=key, digest=_digest(arrays), **arrays), "wb")
 
 
 def _load_graph(path: Path, key: str, name: str) -> Graph | None:
-    """The cached graph, or None when the file is absent, stale or unreadable."""
+    """The cached graph, or None when the file is stale or damaged (truncated, emptied,
+    edited: anything ``np.load``, the digest or `Graph` rejects)."""
     try:
         with np.load(path, allow_pickle=False) as z:
             if str(z["key"]) != key:
                 return None
-            x = sp.csr_matrix((z["x_data"], z["x_indices"], z["x_indptr"]),
-                              shape=tuple(z["x_shape"]))
-            return Graph(x=x, y=z["y"], edge_index=z["edge_index"], num_nodes=x.shape[0],
-                         num_classes=int(z["num_classes"]), train_mask=z["train_mask"],
-                         val_mask=z["val_mask"], test_mask=z["test_mask"], name=name)
-    except (OSError, KeyError, ValueError, DataError):
+            arrays = {k: z[k] for k in _CACHED}
+            if str(z["digest"]) != _digest(arrays):
+                return None
+        x = sp.csr_matrix((arrays["x_data"], arrays["x_indices"], arrays["x_indptr"]),
+                          shape=tuple(arrays["x_shape"]))
+        return Graph(x=x, y=arrays["y"], edge_index=arrays["edge_index"],
+                     num_nodes=x.shape[0], num_classes=int(arrays["num_classes"]),
+                     train_mask=arrays["train_mask"], val_mask=arrays["val_mask"],
+                     test_mask=arrays["test_mask"], name=name)
+    except Exception:  # noqa: BLE001 -- whatever a damaged cache raises, rebuilding it is the cure
         return None
 
 

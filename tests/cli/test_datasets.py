@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import socket
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 import mgsparse.cli.datasets  # noqa: F401  (registers the `datasets` commands)
 from mgsparse.cli import app
+from mgsparse.data import planetoid
+from tests.cli.helpers import one_line_error
 
 runner = CliRunner()
 
@@ -32,15 +35,6 @@ def mirrored(monkeypatch, tmp_path, planetoid_mirror):
     return tmp_path, log
 
 
-def assert_one_line_error(result, code, *fragments):
-    assert result.exit_code == code, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert "Traceback" not in result.output
-    for fragment in fragments:
-        assert fragment in lines[0]
-
-
 def test_info_cora_prints_the_table(mirrored):
     result = runner.invoke(app, ["datasets", "info", "cora"])
     assert result.exit_code == 0, result.output
@@ -59,9 +53,9 @@ def test_info_karate_and_synthetic_work_offline(offline):
 
 def test_unknown_name_is_a_one_line_usage_error(offline):
     result = runner.invoke(app, ["datasets", "info", "nope"])
-    assert_one_line_error(result, 2, "unknown dataset 'nope'", "cora")
+    one_line_error(result, 2, "unknown dataset 'nope'", "cora")
     result = runner.invoke(app, ["datasets", "download", "nope"])
-    assert_one_line_error(result, 2, "unknown Planetoid dataset 'nope'")
+    one_line_error(result, 2, "unknown Planetoid dataset 'nope'")
 
 
 def test_download_then_list_shows_the_cache(mirrored):
@@ -94,13 +88,61 @@ def test_download_embedded_dataset_needs_nothing(offline):
 
 def test_pubmed_missing_allx_is_one_red_line(mirrored):
     result = runner.invoke(app, ["datasets", "download", "pubmed"])
-    assert_one_line_error(result, 1, "ind.pubmed.allx", "missing")
+    one_line_error(result, 1, "ind.pubmed.allx", "missing")
 
 
 def test_unreachable_mirror_is_one_line_with_the_hint(offline, monkeypatch):
-    from mgsparse.data import planetoid
-
     monkeypatch.setattr(planetoid, "FETCH_OPTIONS",
                         {"timeout": (1.0, 0.3), "retries": 0, "backoff": 0.0})
     result = runner.invoke(app, ["datasets", "info", "cora"])
-    assert_one_line_error(result, 1, "unreachable", "MGSPARSE_PLANETOID_URL")
+    one_line_error(result, 1, "unreachable", "MGSPARSE_PLANETOID_URL")
+
+
+# --- damaged caches, wrong paths, malformed URLs: one line, or a rebuild ------------------------
+
+@pytest.mark.parametrize("damage", ["truncate", "empty"])
+def test_damaged_processed_cache_is_rebuilt_and_info_succeeds(damage, mirrored):
+    root, log = mirrored
+    assert runner.invoke(app, ["datasets", "info", "cora"]).exit_code == 0
+    (cached,) = (root / "Cora" / "processed").glob("cora-*.npz")
+    data = cached.read_bytes()
+    cached.write_bytes(data[: len(data) // 2] if damage == "truncate" else b"")
+    result = runner.invoke(app, ["datasets", "info", "cora"])
+    assert result.exit_code == 0, result.output
+    assert "10556" in result.stdout and "Traceback" not in result.output
+    assert len(log) == 8  # rebuilt from the verified raw files: nothing downloaded again
+    with np.load(cached) as z:  # the cache was rewritten whole
+        assert z["edge_index"].shape == (2, 10556)
+    assert runner.invoke(app, ["datasets", "info", "cora"]).exit_code == 0
+
+
+def test_damaged_raw_file_is_fetched_again_and_info_succeeds(mirrored):
+    root, log = mirrored
+    assert runner.invoke(app, ["datasets", "info", "cora"]).exit_code == 0
+    raw = root / "Cora" / "raw" / "ind.cora.tx"
+    raw.write_bytes(raw.read_bytes()[:100])
+    result = runner.invoke(app, ["datasets", "info", "cora"])
+    assert result.exit_code == 0, result.output
+    assert log.count("/ind.cora.tx") == 2 and len(log) == 9
+
+
+def test_data_root_that_is_a_file_is_one_line(offline, monkeypatch):
+    afile = offline / "datasets.txt"
+    afile.write_text("")
+    monkeypatch.setenv("MGSPARSE_DATA", str(afile))
+    for command in (["datasets", "info", "cora"], ["datasets", "download", "cora"],
+                    ["datasets", "list"]):
+        result = runner.invoke(app, command)
+        one_line_error(result, 1, f"MGSPARSE_DATA={afile} is a file", "point it at a folder")
+    result = runner.invoke(app, ["datasets", "info", "cora", "--root", str(afile / "x")])
+    one_line_error(result, 1, "dataset.root", f"lies under the file {afile}")
+    assert afile.read_text() == ""
+
+
+def test_malformed_mirror_url_is_a_one_line_usage_error(offline, monkeypatch):
+    monkeypatch.setenv("MGSPARSE_PLANETOID_URL", "http://[::1/")
+    result = runner.invoke(app, ["datasets", "info", "cora"])
+    one_line_error(result, 2, "MGSPARSE_PLANETOID_URL: malformed URL 'http://[::1/'")
+    result = runner.invoke(app, ["datasets", "download", "cora", "--url", "http://[::1/"])
+    one_line_error(result, 2, "dataset.url (--url): malformed URL")
+    assert list(offline.iterdir()) == []
