@@ -2,7 +2,7 @@
 
 Each file is written to a temporary name in the same folder and renamed into place, so an
 interrupted run never leaves a half-written file: the previous complete version stays. Files
-get the mode `open()` would give them (0666 less the umask), so a shared run folder stays
+get the mode `open()` would give them (the umask decides), so a shared run folder stays
 readable to the team. Reading a run folder back trusts nothing: a truncated, emptied or
 edited file is named in one `DataError` line, never a traceback.
 """
@@ -13,7 +13,6 @@ import csv
 import dataclasses
 import io
 import json
-import os
 import platform
 import tempfile
 import zipfile
@@ -24,6 +23,7 @@ import numpy as np
 import scipy
 
 import mgsparse
+from mgsparse.data.atomic import atomic_write
 from mgsparse.errors import DataError
 from mgsparse.run.loop import EpochRow, EpochStats, TrainResult
 
@@ -33,25 +33,12 @@ EPOCH_COLUMNS = ("run", "seed", *(f.name for f in dataclasses.fields(EpochRow)),
                  *(f.name for f in dataclasses.fields(EpochStats) if f.name != "epoch"))
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write(path: Path, write: Any, mode: str = "w") -> None:
-    """`write(file)` into a temporary file beside `path`, then rename it over `path`."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+def _write(path: Path, write: Any, mode: str = "w") -> None:
+    """`mgsparse.data.atomic.atomic_write`, its OSError named in one line."""
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide the file from the team
-        with os.fdopen(fd, mode) as f:
-            write(f)
-        os.replace(tmp, path)
+        atomic_write(path, write, mode)
     except OSError as e:
         raise DataError(f"cannot write {path}: {e.strerror or e}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def versions() -> dict[str, str]:
@@ -122,10 +109,10 @@ def write_outputs(out_dir: str | Path, result: TrainResult) -> Path:
     out = output_dir(out_dir)
     for i, r in enumerate(result.runs):
         if r.state:
-            atomic_write(out / f"params_run{i}.npz", lambda f: np.savez(f, **r.state), "wb")
-    atomic_write(out / EPOCHS_CSV, lambda f: f.write(epochs_csv(result)))
+            _write(out / f"params_run{i}.npz", lambda f: np.savez(f, **r.state), "wb")
+    _write(out / EPOCHS_CSV, lambda f: f.write(epochs_csv(result)))
     text = json.dumps(metrics_dict(result), indent=1, allow_nan=True)
-    atomic_write(out / METRICS, lambda f: f.write(text))
+    _write(out / METRICS, lambda f: f.write(text))
     return out / METRICS
 
 
