@@ -7,9 +7,9 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from mgsparse.catalog import DATASETS
 from mgsparse.cli.progress import download_bar
 from mgsparse.cli.render import fail, out
-from mgsparse.catalog import DATASETS
 from mgsparse.data import dataset_info, list_datasets, load_dataset, planetoid
 from mgsparse.errors import MgsparseError
 

@@ -16,6 +16,7 @@ from mgsparse.errors import MgsparseError
 from mgsparse.run import MemoryReport, SavedRunScores, TrainResult
 from mgsparse.run.monitor import MB
 
+
 def _width() -> int | None:
     """The terminal width rich should use: COLUMNS when it is a sane number (COLUMNS=0 or junk
     would make rich print nothing at all), else rich's own guess."""

@@ -8,7 +8,8 @@ from pathlib import Path
 from mgsparse.config import config_from_dict
 from mgsparse.errors import ConfigError, DataError, MgsparseError
 from mgsparse.run.checkpoint import METRICS, read_metrics, read_params
-from mgsparse.run.task import Progress, Scores, make_task
+from mgsparse.run.kinds import make_task
+from mgsparse.run.task import Progress, Scores
 
 
 @dataclass(frozen=True)
