@@ -17,7 +17,8 @@ The config shape this serves (``dataset`` section; paths relative to the config'
                         # num_test drawn with seed
 
 File formats and their one-line errors (``<file> line <n>: ...``) are those of
-`mgsparse.data.files`; node files follow the label format (text or ``.npy``).
+`mgsparse.data.files`; node files follow the label format (text or ``.npy``). Errors in these
+files are `InputFileError`: a DataError with the exit code of a usage error (2).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from mgsparse.data.transforms import (
     full_split,
     index_to_mask,
 )
-from mgsparse.errors import ConfigError, DataError
+from mgsparse.errors import ConfigError, DataError, InputFileError
 
 FILE_KEYS = ("edges", "features", "labels", "train_nodes", "val_nodes", "test_nodes")
 NODE_FILE_KEYS = ("train_nodes", "val_nodes", "test_nodes")
@@ -67,14 +68,17 @@ def load_csv_graph(edges: str | Path, features: str | Path | None = None,
         raise ConfigError(f"unknown split option(s) {', '.join(unknown)}; expected "
                           f"{', '.join(SPLIT_OPTIONS)}")
     sizes = {k: v for k, v in split_sizes.items() if v is not None} if split == "random" else {}
-    graph = load_user_graph(paths["edges"], paths["features"], paths["labels"],
-                            name=name or Path(paths["edges"]).stem, undirected=not directed,
-                            seed=seed, **sizes)
-    if node_files:
-        train, val, test = split_from_files(node_files, graph.y)
-        if split == "full":
-            train, val, test = full_split(graph.y, val, test)
-        graph = replace(graph, train_mask=train, val_mask=val, test_mask=test)
+    try:
+        graph = load_user_graph(paths["edges"], paths["features"], paths["labels"],
+                                name=name or Path(paths["edges"]).stem,
+                                undirected=not directed, seed=seed, **sizes)
+        if node_files:
+            train, val, test = split_from_files(node_files, graph.y)
+            if split == "full":
+                train, val, test = full_split(graph.y, val, test)
+            graph = replace(graph, train_mask=train, val_mask=val, test_mask=test)
+    except DataError as exc:  # the user's own file: a usage error, as a bad config value is
+        raise InputFileError(str(exc)) from None
     return apply_normalize(graph) if normalize_features else graph
 
 
