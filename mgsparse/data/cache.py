@@ -3,20 +3,18 @@
 Dense or CSR features, optional edge weights. The file carries a ``key`` (what it was built
 from: raw checksums, processing version, options) and a ``digest`` (SHA-256 over every
 array): a cache built from other raw files, or edited after it was written, reads as None
-and is rebuilt. Writes go to a temporary file renamed into place, so a crash never leaves a
-half-written cache. Loading never unpickles (``allow_pickle=False``).
+and is rebuilt. Writes go through `atomic_write`, so a crash never leaves a half-written cache. Loading never unpickles (``allow_pickle=False``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
+from mgsparse.data.atomic import atomic_write
 from mgsparse.data.graph import Graph
 
 _MASKS = ("train_mask", "val_mask", "test_mask")
@@ -52,13 +50,7 @@ def save_graph(graph: Graph, path: Path, key: str) -> None:
     arrays = graph_arrays(graph)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, key=key, digest=digest(arrays), **arrays)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    atomic_write(path, lambda f: np.savez(f, key=key, digest=digest(arrays), **arrays), "wb")
 
 
 def load_graph(path: Path, key: str, name: str) -> Graph | None:

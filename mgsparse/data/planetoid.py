@@ -30,10 +30,7 @@ import hashlib
 import os
 from pathlib import Path
 
-import numpy as np
-import scipy.sparse as sp
-
-from mgsparse.data.atomic import atomic_write
+from mgsparse.data.cache import load_graph, save_graph
 from mgsparse.data.download import Progress, fetch, is_remote, local_path, probe
 from mgsparse.data.graph import Graph
 from mgsparse.data.planetoid_io import FILE_KEYS, read_planetoid
@@ -236,64 +233,15 @@ def processed_path(name: str, root: str | Path | None = None) -> Path:
     return dataset_dir(name, root) / "processed" / f"{check_name(name)}-{_cache_key(name)}.npz"
 
 
-_CACHED = ("x_data", "x_indices", "x_indptr", "x_shape", "y", "edge_index", "num_classes",
-           "train_mask", "val_mask", "test_mask")
-
-
-def _graph_arrays(graph: Graph) -> dict[str, np.ndarray]:
-    return {"x_data": graph.x.data, "x_indices": graph.x.indices, "x_indptr": graph.x.indptr,
-            "x_shape": np.array(graph.x.shape), "y": graph.y, "edge_index": graph.edge_index,
-            "num_classes": np.array(graph.num_classes), "train_mask": graph.train_mask,
-            "val_mask": graph.val_mask, "test_mask": graph.test_mask}
-
-
-def _digest(arrays: dict[str, np.ndarray]) -> str:
-    """SHA-256 over every array's name, dtype, shape and bytes: an edited cache that still
-    unzips (a flipped byte, a re-saved array) no longer matches the digest saved with it."""
-    digest = hashlib.sha256()
-    for name in sorted(arrays):
-        array = np.ascontiguousarray(arrays[name])
-        digest.update(f"{name}:{array.dtype.str}:{array.shape};".encode())
-        digest.update(array.tobytes())
-    return digest.hexdigest()
-
-
-def _save_graph(graph: Graph, path: Path, key: str) -> None:
-    """Write atomically (temp file + rename) so a crash never leaves a half-written cache."""
-    arrays = _graph_arrays(graph)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda f: np.savez(f, key=key, digest=_digest(arrays), **arrays), "wb")
-
-
-def _load_graph(path: Path, key: str, name: str) -> Graph | None:
-    """The cached graph, or None when the file is stale or damaged (truncated, emptied,
-    edited: anything ``np.load``, the digest or `Graph` rejects)."""
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            if str(z["key"]) != key:
-                return None
-            arrays = {k: z[k] for k in _CACHED}
-            if str(z["digest"]) != _digest(arrays):
-                return None
-        x = sp.csr_matrix((arrays["x_data"], arrays["x_indices"], arrays["x_indptr"]),
-                          shape=tuple(arrays["x_shape"]))
-        return Graph(x=x, y=arrays["y"], edge_index=arrays["edge_index"],
-                     num_nodes=x.shape[0], num_classes=int(arrays["num_classes"]),
-                     train_mask=arrays["train_mask"], val_mask=arrays["val_mask"],
-                     test_mask=arrays["test_mask"], name=name)
-    except Exception:  # noqa: BLE001 -- whatever a damaged cache raises, rebuilding it is the cure
-        return None
-
-
 def process(name: str, root: str | Path | None = None) -> Graph:
     """Parse the verified raw files once; later calls read the cached ``.npz``."""
     key = check_name(name)
     path, cache_key = processed_path(key, root), _cache_key(key)
-    graph = _load_graph(path, cache_key, key) if path.is_file() else None
+    graph = load_graph(path, cache_key, key) if path.is_file() else None
     if graph is None:
         graph = read_planetoid(raw_dir(key, root), key)
         try:
-            _save_graph(graph, path, cache_key)
+            save_graph(graph, path, cache_key)
         except OSError:
             pass  # the cache only saves time; a read-only root must not stop a run
     return graph
