@@ -159,7 +159,11 @@ def download(name: str, root: str | Path | None = None, url: str | None = None,
         dest.unlink(missing_ok=True)  # never keep, and never trust, a damaged first archive
         raise
     record = dest.with_name(dest.name + ".sha256")
-    record.write_text(f"{dl.sha256_file(dest)}  {dest.name}\n", encoding="ascii")
+    try:
+        record.write_text(f"{dl.sha256_file(dest)}  {dest.name}\n", encoding="ascii")
+    except OSError as exc:
+        raise DataError(f"cannot record the checksum in {record}: {exc.strerror or exc}; "
+                        "check that the folder is writable") from None
     return dest
 
 
