@@ -3,7 +3,8 @@
 Dense or CSR features, optional edge weights. The file carries a ``key`` (what it was built
 from: raw checksums, processing version, options) and a ``digest`` (SHA-256 over every
 array): a cache built from other raw files, or edited after it was written, reads as None
-and is rebuilt. Writes go through `atomic_write`, so a crash never leaves a half-written cache. Loading never unpickles (``allow_pickle=False``).
+and is rebuilt. Writes go through `atomic_write`, so a crash never leaves a half-written
+cache. Loading never unpickles (``allow_pickle=False``).
 """
 
 from __future__ import annotations

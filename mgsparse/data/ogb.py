@@ -47,7 +47,6 @@ import gzip
 import hashlib
 import os
 import re
-import tempfile
 import warnings
 import zipfile
 import zlib
@@ -57,6 +56,7 @@ from pathlib import Path
 import numpy as np
 
 from mgsparse.data import download as dl
+from mgsparse.data.atomic import new_temp_file, sigterm_unwinds
 from mgsparse.data.cache import load_graph, save_graph
 from mgsparse.data.graph import Graph, undirected_edges
 from mgsparse.data.planetoid import resolve_root, source_of
@@ -86,6 +86,7 @@ class OgbSpec:
     num_classes: int
     split_sizes: tuple[int, int, int]  # train, valid, test
     directed: bool  # whether edge.csv.gz lists directed edges
+    max_bytes: int = 1 << 30  # a download larger than this is stopped (a wrong mirror)
 
     def members(self) -> dict[str, str]:
         """The archive members we read, by short name ("edge", ..., "train", ...)."""
@@ -97,9 +98,9 @@ class OgbSpec:
 
 DATASETS: dict[str, OgbSpec] = {s.name: s for s in (
     OgbSpec("ogbn-arxiv", "arxiv", "time", 169_343, 1_166_243, 128, 40,
-            (90_941, 29_799, 48_603), directed=True),
+            (90_941, 29_799, 48_603), directed=True, max_bytes=256 << 20),  # zip: ~81 MB
     OgbSpec("ogbn-products", "products", "sales_ranking", 2_449_029, 61_859_140, 100, 47,
-            (196_615, 39_323, 2_213_091), directed=False),
+            (196_615, 39_323, 2_213_091), directed=False, max_bytes=4 << 30),  # ~1.4 GB
 )}
 
 
@@ -113,8 +114,15 @@ def check_name(name: str) -> OgbSpec:
 
 
 def resolve_url(url: str | None = None) -> str:
-    """Explicit argument > ``MGSPARSE_OGB_URL`` > OGB's server."""
-    return url or os.environ.get(URL_ENV) or DEFAULT_URL
+    """Explicit argument > ``MGSPARSE_OGB_URL`` > OGB's server; a malformed one is a
+    ConfigError naming the setting it came from."""
+    chosen = url or os.environ.get(URL_ENV) or DEFAULT_URL
+    try:
+        dl.parse_url(chosen)
+    except ConfigError as exc:
+        setting = "dataset.url (--url)" if url else URL_ENV
+        raise ConfigError(f"{setting}: {exc}") from None
+    return chosen
 
 
 def dataset_dir(name: str, root: str | Path | None = None) -> Path:
@@ -146,9 +154,10 @@ def download(name: str, root: str | Path | None = None, url: str | None = None,
     recorded = recorded_sha256(dest)
     try:
         if recorded is not None:  # the cache, or a fresh download, must be the first archive
-            return dl.fetch(source, dest, recorded, progress=progress, **FETCH_OPTIONS)
+            return dl.fetch(source, dest, recorded, progress=progress,
+                            max_bytes=spec.max_bytes, **FETCH_OPTIONS)
         if not dest.is_file():
-            _fetch_unpinned(source, dest, progress)
+            _fetch_unpinned(source, dest, spec.max_bytes, progress)
     except DownloadError as exc:
         if getattr(exc, "unreachable", False):
             raise type(exc)(f"{exc}; {MIRROR_HINT}") from exc
@@ -167,22 +176,26 @@ def download(name: str, root: str | Path | None = None, url: str | None = None,
     return dest
 
 
-def _fetch_unpinned(source: str, dest: Path, progress: dl.Progress | None) -> None:
-    """`download.fetch` for a file whose checksum nobody knows yet: same retries, timeouts,
-    progress and atomic rename, no comparison. (download.py would be the place for this, as
-    ``fetch(..., sha256=None)``; until it is, this reuses its two transfer helpers.)"""
+def _fetch_unpinned(source: str, dest: Path, max_bytes: int,
+                    progress: dl.Progress | None) -> None:
+    """`download.fetch` for a file whose checksum nobody knows yet: the same retries, timeouts,
+    size cap, progress, SIGTERM cleanup and atomic rename, without the comparison.
+    (download.py is the place for this, as ``fetch(..., sha256=None)``; until it offers that,
+    this drives its two transfer helpers.)"""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    os.close(fd)
-    tmp = Path(tmp_name)
+    fd, tmp = new_temp_file(dest.parent, f".{dest.name}.", ".part")
     try:
-        if dl.is_remote(source):
-            opts = FETCH_OPTIONS
-            dl._download(source, tmp, dest.name, progress, opts["timeout"], opts["retries"],
-                         opts["backoff"])
-        else:
-            dl._copy(dl.local_path(source), tmp, dest.name, progress)
+        with sigterm_unwinds(), os.fdopen(fd, "wb") as out:
+            if dl.is_remote(source):
+                opts = FETCH_OPTIONS
+                dl._download(source, out, dest.name, progress, max_bytes, opts["timeout"],
+                             opts["retries"], opts["backoff"])
+            else:
+                dl._copy(dl.local_path(source), out, dest.name, progress, max_bytes)
         os.replace(tmp, dest)
+    except OSError as exc:
+        raise DataError(f"cannot write {exc.filename or dest}: {exc.strerror or exc}; check "
+                        "that the folder is writable and the disk not full") from None
     finally:
         tmp.unlink(missing_ok=True)
 

@@ -188,3 +188,15 @@ def test_not_downloaded_and_unknown_names(tiny):
         ogb.process("ogbn-tiny")
     with pytest.raises(ConfigError, match="unknown OGB dataset 'ogbn-nope'"):
         ogb.load("ogbn-nope")
+
+
+def test_oversized_download_and_malformed_url_are_refused(tiny, scripted_server, monkeypatch):
+    monkeypatch.setitem(ogb.DATASETS, "ogbn-tiny", ogb.OgbSpec(**{**TINY.__dict__,
+                                                                  "max_bytes": 100}))
+    base, _ = serve_zip(scripted_server, zip_bytes(tiny_members()))
+    with pytest.raises(DownloadError, match=r"tiny\.zip from .* is larger than the 100 bytes"):
+        ogb.download("ogbn-tiny", url=base)
+    assert list((tiny / "ogbn_tiny" / "raw").iterdir()) == []  # no .part file left
+    monkeypatch.setenv(ogb.URL_ENV, "http://[::1/")
+    with pytest.raises(ConfigError, match=r"^MGSPARSE_OGB_URL: malformed URL"):
+        ogb.download("ogbn-tiny")
