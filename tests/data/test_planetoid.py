@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from mgsparse.data import planetoid
+from mgsparse.data.cache import load_graph
 from mgsparse.errors import ChecksumError, ConfigError, DataError, DownloadError
 
 EXPECTED = {  # nodes, directed edges, features, classes, train/val/test, unlabeled
@@ -253,7 +254,7 @@ def test_damaged_processed_cache_is_rebuilt(damage, tiny_dataset, tmp_path):
     np.testing.assert_array_equal(again.y, first.y)
     np.testing.assert_array_equal(again.edge_index, first.edge_index)
     key = planetoid._cache_key("tiny")
-    assert planetoid._load_graph(cached, key, "tiny") is not None  # rewritten, readable again
+    assert load_graph(cached, key, "tiny") is not None  # rewritten, readable again
     assert [p.name for p in cached.parent.iterdir()] == [cached.name]  # no temp file left
 
 
