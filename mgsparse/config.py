@@ -25,11 +25,12 @@ from typing import Any, Literal
 
 import yaml
 
-from mgsparse.catalog import DATASET_NAMES, MODEL_KINDS, MODELS, is_points
+from mgsparse.catalog import DATASET_NAMES, DATASETS, MODEL_KINDS, MODELS, is_points
 from mgsparse.config_yaml import Loader, Where, parse_yaml, yaml_error
 from mgsparse.errors import ConfigError
 
 
+FILE_KEYS = ("edges", "features", "labels", "train_nodes", "val_nodes", "test_nodes")
 _BOUNDS = {"ge": (operator.ge, ">="), "gt": (operator.gt, ">"),
            "le": (operator.le, "<="), "lt": (operator.lt, "<")}
 
@@ -48,7 +49,8 @@ class DatasetConfig:
 
     ``num_val``/``num_test`` are node counts for the random split and held-out sample
     counts for moons/circles/blobs; the ``num_nodes``…``homophily`` keys shape the
-    synthetic stochastic block model, ``noise``/``num_samples`` the point clouds.
+    synthetic stochastic block model, ``noise``/``num_samples`` the point clouds;
+    ``edges``…``test_nodes`` name the user's files for ``name: csv``.
     """
 
     name: Literal[DATASET_NAMES]  # the catalog's names
@@ -67,6 +69,13 @@ class DatasetConfig:
     noise: float = _num(0.1, ge=0)
     num_samples: int = _num(1000, ge=2)
     seed: int = _num(0, ge=0)
+    edges: str | None = None  # name: csv — the user's files, relative to the config's folder
+    features: str | None = None
+    labels: str | None = None
+    train_nodes: str | None = None
+    val_nodes: str | None = None
+    test_nodes: str | None = None
+    directed: bool = False  # csv and OGB: keep edges one-way (GCN expects both ways)
 
 
 @dataclass(frozen=True)
@@ -307,6 +316,14 @@ def _check_combination(config: Config, where: Where) -> None:
         raise ConfigError(f"{where(('model', 'kind'))}: model.kind {model.kind!r} needs a "
                           f"graph, and dataset {data.name!r} has none; use kind: "
                           f"{' or '.join(graphless)}")
+    files = DATASETS[data.name].source == "files"
+    if files and data.edges is None:
+        raise ConfigError(f"{where(('dataset', 'name'))}: dataset.name {data.name!r} reads "
+                          f"your files: dataset.edges must name the edge list")
+    named = [key for key in FILE_KEYS if getattr(data, key) is not None]
+    if named and not files:
+        raise ConfigError(f"{where(('dataset', named[0]))}: dataset.{named[0]} is read only "
+                          f"for your own files (dataset.name: csv), not {data.name!r}")
     if is_points(data.name) and data.num_val + data.num_test >= data.num_samples:
         raise ConfigError(f"{where(('dataset', 'num_test'))}: dataset.num_val + "
                           f"dataset.num_test ({data.num_val + data.num_test}) leave no "
@@ -388,6 +405,16 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
     except OSError as err:  # a directory, no permission...
         raise ConfigError(f"{path}: cannot read config file ({err.strerror})") from None
     try:
-        return _build(parse_yaml(text, where), where, overrides)
+        config = _build(parse_yaml(text, where), where, overrides)
     except ConfigError as err:  # a key or value may hold a newline; the CLI shows one line
         raise ConfigError(" ".join(str(err).splitlines())) from None
+    return _files_from(config, Path(path).parent)
+
+
+def _files_from(config: Config, folder: Path) -> Config:
+    """The user's files named relative to the config's folder, made absolute once, so the
+    resolved config saved beside a run finds them again from anywhere."""
+    ds = config.dataset
+    files = {key: str((folder / getattr(ds, key)).resolve()) for key in FILE_KEYS
+             if getattr(ds, key) is not None}
+    return dataclasses.replace(config, dataset=dataclasses.replace(ds, **files)) if files else config

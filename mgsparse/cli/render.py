@@ -206,3 +206,47 @@ def sweep_lines(s: SweepResult) -> list[str]:
                      f"difference {worst:.2e}: {status}")
     return lines
 
+
+# ---------------------------------------------------------------- datasets
+
+
+def _size(num_bytes: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if num_bytes < 1024 or unit == "GB":
+            return f"{num_bytes:.0f} {unit}" if unit == "B" else f"{num_bytes:.1f} {unit}"
+        num_bytes /= 1024
+    return ""
+
+
+def datasets_table(rows: list[dict]) -> Table:
+    table = Table(title="datasets")
+    for column in ("name", "description", "cached", "size"):
+        table.add_column(column)
+    for row in rows:
+        cached = {True: "yes", False: "no"}.get(
+            row["cached"], "your files" if row.get("source") == "files" else "built in")
+        size = _size(row["size_bytes"]) if row["cached"] is not None else "-"
+        table.add_row(row["name"], row["description"], cached, size)
+    return table
+
+
+def info_table(info: dict) -> Table:
+    table = Table(title=f"{info['name']}", show_header=False)
+    table.add_column("property", style="bold")
+    table.add_column("value", justify="right")
+    labels = "  ".join(f"{c}: {n}" for c, n in enumerate(info["label_counts"]))
+    rows = [
+        ("nodes", f"{info['nodes']}"),
+        ("edges (directed)", f"{info['edges']}"),
+        ("features", f"{info['features']}"),
+        ("feature storage", info["feature_storage"]),
+        ("classes", f"{info['classes']}"),
+        ("adjacency nnz ratio", f"{info['adjacency_nnz_ratio']:.3e}"),
+        ("feature nnz ratio", f"{info['feature_nnz_ratio']:.3e}"),
+        ("split train/val/test", f"{info['train']}/{info['val']}/{info['test']}"),
+        ("unlabeled nodes", f"{info['unlabeled']}"),
+        ("label counts", labels),
+    ]
+    for key, value in rows:
+        table.add_row(key, value)
+    return table

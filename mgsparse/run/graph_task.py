@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from mgsparse.catalog import DATASETS, MODELS
-from mgsparse.config import Config, DatasetConfig
-from mgsparse.data import Graph, load_dataset
+from mgsparse.config import Config, DatasetConfig, load_config
+from mgsparse.data import Graph, load_dataset, user
 from mgsparse.engine import Tensor, no_grad
 from mgsparse.nn import functional as F
 from mgsparse.nn.conv import normalized_adjacency
@@ -24,9 +26,13 @@ from mgsparse.sparse import SparseTensor, as_operand
 
 
 def load_graph(ds: DatasetConfig, progress: Progress | None = None) -> Graph:
-    """The graph a config names: Planetoid (downloaded), karate, or a synthetic SBM."""
-    kwargs: dict[str, Any] = {}
-    if DATASETS[ds.name].source == "generated":  # the SBM, shaped by the dataset section
+    """The graph a config's dataset section names: Planetoid or OGB (downloaded), karate, a
+    synthetic SBM, or the user's own files (`load_config` made their paths absolute)."""
+    source = DATASETS[ds.name].source
+    if source == "files":
+        return user.load_csv_graph(**user.config_kwargs(ds), name=Path(ds.edges).parent.name)
+    kwargs: dict[str, Any] = {"directed": ds.directed} if source == "ogb" else {}
+    if source == "generated":  # the SBM, shaped by the dataset section
         kwargs = dict(num_nodes=ds.num_nodes, num_classes=ds.num_classes,
                       avg_degree=ds.avg_degree, homophily=ds.homophily,
                       num_features=ds.num_features, seed=ds.seed)
@@ -35,6 +41,20 @@ def load_graph(ds: DatasetConfig, progress: Progress | None = None) -> Graph:
                       num_test=ds.num_test, seed=ds.seed)
     return load_dataset(ds.name, root=ds.root, split=ds.split, url=ds.url,
                         normalize_features=ds.normalize_features, progress=progress, **kwargs)
+
+
+def graph_for(target: str, root: str | Path | None = None, url: str | None = None,
+              progress: Progress | None = None) -> Graph:
+    """The graph a name (cora, ogbn-arxiv, ...), a YAML config, a folder of CSV files or an
+    edge-list file means: what `mgsparse datasets info` describes."""
+    path = Path(target)
+    if path.suffix in (".yaml", ".yml"):
+        ds = load_config(path).dataset
+        return load_graph(dataclasses.replace(ds, root=ds.root or root, url=ds.url or url),
+                          progress)
+    if target.lower() not in DATASETS and path.exists():
+        return user.load_csv_path(path)
+    return load_dataset(target, root=root, url=url, progress=progress)
 
 
 def place(m: Any, threshold: float, dtype: Any,

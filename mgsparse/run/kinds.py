@@ -17,6 +17,7 @@ def make_task(config: Config, progress: Progress | None = None) -> Task:
     if is_points(config.dataset.name):
         task: Task = PointTask(config)
     else:
-        task = GraphTask(config, load_graph(config.dataset, progress), budget=budget)
+        graph = load_graph(config.dataset, progress)
+        task = GraphTask(config, graph, budget=budget)
     task.budget_events = fit_within_budget(task, config, budget)
     return task
