@@ -1,7 +1,7 @@
 """Run configuration: YAML sections become frozen, validated dataclasses, built once.
 
-A config file has up to six sections (``dataset``, ``model``, ``optim``, ``train``,
-``sparse``, ``monitor``); every key has a default except ``dataset.name``. The schema is
+A config file has up to seven sections (``dataset``, ``model``, ``optim``, ``train``,
+``sparse``, ``sampler``, ``monitor``); every key has a default except ``dataset.name``. The schema is
 the dataclasses below: each field's annotation gives its type (``Literal`` for a choice,
 ``X | None`` when null is allowed, ``tuple[float, float]`` for a pair) and its metadata
 gives its range, so one table drives every check. Errors are ``ConfigError`` with one
@@ -129,6 +129,21 @@ class SparseConfig:
 
 
 @dataclass(frozen=True)
+class SamplerConfig:
+    """Neighbour-sampled mini-batches (a graph model with ``train.batch_size`` set).
+
+    ``fanouts``: in-neighbours drawn per target node, one entry per layer from the input
+    layer up (-1: all of them); ``max_batch_nnz``: cap on the stored entries of a batch's
+    blocks (batches are cut smaller to stay under it); ``eval_chunk_size``: rows per chunk
+    of the exact layer-wise evaluation over the whole graph.
+    """
+
+    fanouts: tuple[int, ...] = _num((25, 10), ge=-1)
+    max_batch_nnz: int | None = _num(None, ge=1)
+    eval_chunk_size: int = _num(65536, ge=1)
+
+
+@dataclass(frozen=True)
 class MonitorConfig:
     """Live monitoring: tracemalloc on/off, the memory budget, table refresh period.
 
@@ -143,7 +158,8 @@ class MonitorConfig:
 
 SECTIONS: dict[str, type] = {
     "dataset": DatasetConfig, "model": ModelConfig, "optim": OptimConfig,
-    "train": TrainConfig, "sparse": SparseConfig, "monitor": MonitorConfig,
+    "train": TrainConfig, "sparse": SparseConfig, "sampler": SamplerConfig,
+    "monitor": MonitorConfig,
 }
 
 
@@ -156,6 +172,7 @@ class Config:
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     sparse: SparseConfig = field(default_factory=SparseConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
     monitor: MonitorConfig = field(default_factory=MonitorConfig)
     source: str = field(default="<dict>", compare=False)
 
@@ -251,6 +268,11 @@ def _check_value(value: Any, hint: Any, meta: Mapping[str, Any], key: str) -> An
     or_null += " or null" if nullable else ""
     if typing.get_origin(hint) is tuple:
         item_hints = typing.get_args(hint)
+        if item_hints[-1:] == (Ellipsis,):  # tuple[int, ...]: a non-empty list of any length
+            if not isinstance(value, list) or not value:
+                raise ConfigError(f"{key} must be a non-empty list of numbers{or_null} "
+                                  f"(got {_show(value)})")
+            item_hints = item_hints[:1] * len(value)
         if not isinstance(value, list) or len(value) != len(item_hints):
             raise ConfigError(f"{key} must be a list of {len(item_hints)} numbers{or_null} "
                               f"(got {_show(value)})")
@@ -328,9 +350,14 @@ def _check_combination(config: Config, where: Where) -> None:
         raise ConfigError(f"{where(('dataset', 'num_test'))}: dataset.num_val + "
                           f"dataset.num_test ({data.num_val + data.num_test}) leave no "
                           f"training samples out of dataset.num_samples ({data.num_samples})")
-    if train.batch_size is not None and model.kind not in graphless:
-        raise ConfigError(f"{where(('train', 'batch_size'))}: train.batch_size must be null "
-                          f"for model.kind {model.kind!r} (graph models train full-batch)")
+    fanouts = config.sampler.fanouts
+    if any(k == 0 or k < -1 for k in fanouts):
+        raise ConfigError(f"{where(('sampler', 'fanouts'))}: sampler.fanouts entries must be "
+                          f">= 1 or -1 (all neighbours), got {list(fanouts)}")
+    sampled = train.batch_size is not None and model.kind not in graphless
+    if sampled and len(fanouts) != model.layers:
+        raise ConfigError(f"{where(('sampler', 'fanouts'))}: sampler.fanouts needs one entry per "
+                          f"layer ({model.layers}), got {list(fanouts)}")
     if (train.loss, model.head) in (("bce", "softmax"), ("cross_entropy", "sigmoid")):
         raise ConfigError(f"{where(('train', 'loss'))}: train.loss {train.loss!r} does not "
                           f"fit model.head {model.head!r} (bce goes with sigmoid, "
