@@ -9,7 +9,16 @@ A new op needs one case in the list of its package; the tests and `mgsparse grad
 the registry, so nothing else counts or names the ops.
 """
 
-from mgsparse.checks.case import DENSE, FINITE_DIFFERENCES, SCALAR, SHAPES, SIZES, Case, Size
+from mgsparse.checks.case import (
+    DEFAULT_SIZE,
+    DENSE,
+    FINITE_DIFFERENCES,
+    SCALAR,
+    SHAPES,
+    SIZES,
+    Case,
+    Size,
+)
 from mgsparse.checks.runner import (
     CASES,
     GROUPS,
@@ -23,7 +32,7 @@ from mgsparse.checks.runner import (
 )
 
 __all__ = [
-    "CASES", "DENSE", "FINITE_DIFFERENCES", "GROUPS", "KNOWN_OPS", "SCALAR", "SHAPES", "SIZES",
-    "Case", "CheckReport", "CheckRow", "Size", "check_case", "check_ops", "run_checks",
-    "select_ops",
+    "CASES", "DEFAULT_SIZE", "DENSE", "FINITE_DIFFERENCES", "GROUPS", "KNOWN_OPS", "SCALAR",
+    "SHAPES", "SIZES", "Case", "CheckReport", "CheckRow", "Size", "check_case", "check_ops",
+    "run_checks", "select_ops",
 ]

@@ -65,6 +65,9 @@ SIZES: dict[str, Size] = {s.name: s for s in (
 )}
 
 
+DEFAULT_SIZE = "small"
+
+
 def get_size(name: str) -> Size:
     if name not in SIZES:
         raise ConfigError(f"unknown size {name!r}; known sizes: {', '.join(SIZES)}")
@@ -95,10 +98,10 @@ class Case:
     def group(self) -> str:
         return self.name.split(".", 1)[0]
 
-    def inputs(self, size: str = "small", seed: int = 0) -> tuple:
+    def inputs(self, size: str = DEFAULT_SIZE, seed: int = 0) -> tuple:
         return self.build(np.random.default_rng(seed), get_size(size))
 
-    def oracles(self, size: str = "small") -> list[str]:
+    def oracles(self, size: str = DEFAULT_SIZE) -> list[str]:
         """The oracles this case is compared with at `size`, in the order they run."""
         return [FINITE_DIFFERENCES, *([DENSE] if self.dense else []),
                 *([SCALAR] if self.scalar and get_size(size).scalar else [])]
@@ -192,7 +195,7 @@ def scalar_grads(scalar: Callable[..., np.ndarray], inputs: Sequence, weights: n
     return out, [g for g, a in zip(grads, args) if isinstance(a, Tensor) and a.requires_grad]
 
 
-def functions_reached(case: Case, size: str = "small", seed: int = 0) -> set[type[Function]]:
+def functions_reached(case: Case, size: str = DEFAULT_SIZE, seed: int = 0) -> set[type[Function]]:
     """The Function classes applied in the graph of `case` at `size` (before any backward
     frees the graph)."""
     return {ctx.fn for ctx in graph_contexts(case.fn(*case.inputs(size, seed)))}

@@ -23,7 +23,15 @@ from pathlib import Path
 import numpy as np
 
 from mgsparse.checks import engine, nn, sparse
-from mgsparse.checks.case import ORACLES, SHAPES, Case, by_name, get_size, is_empty
+from mgsparse.checks.case import (
+    DEFAULT_SIZE,
+    ORACLES,
+    SHAPES,
+    Case,
+    by_name,
+    get_size,
+    is_empty,
+)
 from mgsparse.checks.nn import Layer
 from mgsparse.engine import Tensor
 from mgsparse.errors import ConfigError, MgsparseError
@@ -133,7 +141,7 @@ def _shapes(inputs: tuple) -> tuple[tuple[int, ...], ...]:
                  or (isinstance(a, np.ndarray) and a.dtype != bool))
 
 
-def check_case(case: Case, seed: int = 0, size: str = "small") -> list[CheckRow]:
+def check_case(case: Case, seed: int = 0, size: str = DEFAULT_SIZE) -> list[CheckRow]:
     """One row per oracle of `case.oracles(size)`, or one shapes-only row when every input
     to check is empty."""
     get_size(size)
@@ -151,7 +159,7 @@ def check_case(case: Case, seed: int = 0, size: str = "small") -> list[CheckRow]
     return rows
 
 
-def run_checks(ops: Sequence[str] | None = None, seed: int = 0, size: str = "small",
+def run_checks(ops: Sequence[str] | None = None, seed: int = 0, size: str = DEFAULT_SIZE,
                progress: Callable[[int, int, str], None] | None = None) -> list[CheckRow]:
     """Check the selected ops (all when `ops` is empty) in float64; never raises on a failing
     op (its rows say FAIL), only on a bad argument (ConfigError).
@@ -212,7 +220,7 @@ class CheckReport:
                 "seconds": round(self.seconds, 3), "rows": [r.to_dict() for r in self.rows]}
 
 
-def check_ops(ops: Sequence[str] | None = None, seed: int = 0, size: str = "small",
+def check_ops(ops: Sequence[str] | None = None, seed: int = 0, size: str = DEFAULT_SIZE,
               json_path: Path | None = None,
               progress: Callable[[int, int, str], None] | None = None) -> CheckReport:
     """`run_checks`, timed, and written as JSON to `json_path` when given (its folder must
