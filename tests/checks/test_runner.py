@@ -22,6 +22,7 @@ from mgsparse.checks import (
 from mgsparse.checks import nn as nn_cases
 from mgsparse.engine import ops
 from mgsparse.errors import ConfigError, MgsparseError
+from mgsparse.sparse.graph import RowSoftmax
 from mgsparse.sparse.ops import ScatterAdd, SpMM
 
 
@@ -159,6 +160,16 @@ def test_a_layer_check_reaches_the_sparse_values(monkeypatch):
     assert [r.verdict for r in rows["nn.gcn_conv"]] == ["PASS", "PASS"]
     assert [r.verdict for r in rows["nn.gcn_conv_edge_weight"]] == ["FAIL"]
     assert [r.verdict for r in rows["nn.gcn_learn_edge_weight"]] == ["FAIL"]
+
+
+def test_a_slightly_wrong_edge_softmax_fails_the_attention_layers(monkeypatch):
+    """Negative control for a whole layer: the edge softmax's backward 1% off."""
+    right = RowSoftmax.vjp
+    monkeypatch.setattr(RowSoftmax, "vjp", staticmethod(
+        lambda ctx, g: (right(ctx, g)[0] * 1.01, None)))
+    rows = by_op(run_checks(["gat_conv", "gat_conv_mean", "sage_conv"]))
+    assert {op: [r.verdict for r in rs] for op, rs in rows.items()} == {
+        "nn.gat_conv": ["FAIL"], "nn.gat_conv_mean": ["FAIL"], "nn.sage_conv": ["PASS"]}
 
 
 def test_a_backward_rescued_by_the_scalar_fallback_still_fails(monkeypatch):
