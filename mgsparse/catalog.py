@@ -2,8 +2,10 @@
 
 A dataset is either a *graph* (nodes, edges, features, a node split: trained by a graph task)
 or *points* (a 2-D point cloud with no edges: trained by an MLP on mini-batches). Its source
-says where it comes from: ``planetoid`` (downloaded and verified), ``builtin`` (shipped in the
-package), ``generated`` (made from a seed). A model kind names the graph operand its layers
+says where it comes from: ``planetoid`` (downloaded and verified against embedded checksums),
+``ogb`` (downloaded, checked against the documented counts, trusted on first use),
+``builtin`` (shipped in the package), ``generated`` (made from a seed), ``files`` (the user's
+own, named in the config). A model kind names the graph operand its layers
 read: the normalised adjacency Â (GCN), the raw edge list (GAT, GraphSAGE) or nothing (MLP).
 
 This module imports nothing from mgsparse, so config and data (the leaves) may read it.
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 class DatasetFacts:
     name: str
     kind: str  # "graph" | "points"
-    source: str  # "planetoid" | "builtin" | "generated"
+    source: str  # "planetoid" | "ogb" | "builtin" | "generated" | "files"
     description: str
     paper_accuracy: dict[str, float] = field(default_factory=dict)  # model kind -> test acc
     maker: str = ""  # generated data: the function of mgsparse.data.synthetic that makes it
@@ -44,10 +46,18 @@ DATASETS: dict[str, DatasetFacts] = {d.name: d for d in (
     DatasetFacts("pubmed", "graph", "planetoid",
                  "citation graph: 19,717 nodes, 88,648 edges, 500 features, 3 classes",
                  {"gcn": 0.790, "gat": 0.790}),
+    DatasetFacts("ogbn-arxiv", "graph", "ogb",
+                 "citation graph (OGB): 169,343 nodes, 1,166,243 directed edges, 128 features, "
+                 "40 classes, time split", {"gcn": 0.7174}),
+    DatasetFacts("ogbn-products", "graph", "ogb",
+                 "co-purchase graph (OGB): 2,449,029 nodes, 61,859,140 edges, 100 features, "
+                 "47 classes, sales-rank split"),
     DatasetFacts("karate", "graph", "builtin",
                  "Zachary's karate club: 34 nodes, 156 edges, 2 factions (embedded)"),
     DatasetFacts("synthetic", "graph", "generated",
                  "stochastic block model, generated from a seed (any size)", maker="sbm"),
+    DatasetFacts("csv", "graph", "files",
+                 "your own graph: edge list, features, labels and split files (dataset.edges, ...)"),
     DatasetFacts("moons", "points", "generated", "two interleaving half circles (2-D points)",
                  maker="make_moons", num_classes=2),
     DatasetFacts("circles", "points", "generated", "a circle inside a circle (2-D points)",

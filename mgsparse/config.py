@@ -16,6 +16,7 @@ import dataclasses
 import difflib
 import math
 import operator
+import types
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,11 +25,12 @@ from typing import Any, Literal
 
 import yaml
 
-from mgsparse.catalog import DATASET_NAMES, MODEL_KINDS, MODELS, is_points
+from mgsparse.catalog import DATASET_NAMES, DATASETS, MODEL_KINDS, MODELS, is_points
 from mgsparse.config_yaml import Loader, Where, parse_yaml, yaml_error
 from mgsparse.errors import ConfigError
 
 
+FILE_KEYS = ("edges", "features", "labels", "train_nodes", "val_nodes", "test_nodes")
 _BOUNDS = {"ge": (operator.ge, ">="), "gt": (operator.gt, ">"),
            "le": (operator.le, "<="), "lt": (operator.lt, "<")}
 
@@ -47,7 +49,8 @@ class DatasetConfig:
 
     ``num_val``/``num_test`` are node counts for the random split and held-out sample
     counts for moons/circles/blobs; the ``num_nodes``…``homophily`` keys shape the
-    synthetic stochastic block model, ``noise``/``num_samples`` the point clouds.
+    synthetic stochastic block model, ``noise``/``num_samples`` the point clouds;
+    ``edges``…``test_nodes`` name the user's files for ``name: csv``.
     """
 
     name: Literal[DATASET_NAMES]  # the catalog's names
@@ -65,7 +68,14 @@ class DatasetConfig:
     num_features: int = _num(64, ge=1)
     noise: float = _num(0.1, ge=0)
     num_samples: int = _num(1000, ge=2)
-    seed: int = 0
+    seed: int = _num(0, ge=0)
+    edges: str | None = None  # name: csv — the user's files, relative to the config's folder
+    features: str | None = None
+    labels: str | None = None
+    train_nodes: str | None = None
+    val_nodes: str | None = None
+    test_nodes: str | None = None
+    directed: bool = False  # csv and OGB: keep edges one-way (GCN expects both ways)
 
 
 @dataclass(frozen=True)
@@ -104,7 +114,7 @@ class TrainConfig:
 
     epochs: int = _num(200, ge=1)
     patience: int | None = _num(100, ge=1)
-    seed: int = 0
+    seed: int = _num(0, ge=0)
     runs: int = _num(1, ge=1)
     grad_clip_norm: float | None = _num(1.0, gt=0)
     loss: Literal["cross_entropy", "bce", "mse"] = "cross_entropy"
@@ -120,10 +130,14 @@ class SparseConfig:
 
 @dataclass(frozen=True)
 class MonitorConfig:
-    """Live monitoring: tracemalloc on/off, the memory alarm's budget, table refresh period."""
+    """Live monitoring: tracemalloc on/off, the memory budget, table refresh period.
+
+    ``memory_budget_mb``: "auto" is half the memory available when the run starts, null is no
+    limit. Operands are placed within it, and a run that passes 80% of it falls back to sparse.
+    """
 
     memory: bool = True
-    memory_budget_mb: float = _num(4096.0, gt=0)
+    memory_budget_mb: float | Literal["auto"] | None = _num("auto", gt=0)
     log_every: int = _num(10, ge=1)
 
 
@@ -221,11 +235,20 @@ def _check_scalar(value: Any, hint: Any, meta: Mapping[str, Any]) -> Any:
 def _check_value(value: Any, hint: Any, meta: Mapping[str, Any], key: str) -> Any:
     """Check one field's value against its annotation; ``key`` is the dotted name."""
     nullable = type(None) in typing.get_args(hint)
-    if nullable:
-        if value is None:
+    words: tuple = ()  # a number that may also be one of some words: `float | Literal["auto"]`
+    if nullable or typing.get_origin(hint) in (typing.Union, types.UnionType):
+        if value is None and nullable:
             return None
-        hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
-    or_null = " or null" if nullable else ""
+        args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+        words = next((arg for arg in args if typing.get_origin(arg) is Literal), ())
+        hint = next(arg for arg in args if arg is not words)
+        if words and isinstance(value, str):
+            hint = words
+    if hint is words:
+        or_null = " or a number"
+    else:
+        or_null = "".join(f" or {word!r}" for word in typing.get_args(words) if words)
+    or_null += " or null" if nullable else ""
     if typing.get_origin(hint) is tuple:
         item_hints = typing.get_args(hint)
         if not isinstance(value, list) or len(value) != len(item_hints):
@@ -293,6 +316,14 @@ def _check_combination(config: Config, where: Where) -> None:
         raise ConfigError(f"{where(('model', 'kind'))}: model.kind {model.kind!r} needs a "
                           f"graph, and dataset {data.name!r} has none; use kind: "
                           f"{' or '.join(graphless)}")
+    files = DATASETS[data.name].source == "files"
+    if files and data.edges is None:
+        raise ConfigError(f"{where(('dataset', 'name'))}: dataset.name {data.name!r} reads "
+                          f"your files: dataset.edges must name the edge list")
+    named = [key for key in FILE_KEYS if getattr(data, key) is not None]
+    if named and not files:
+        raise ConfigError(f"{where(('dataset', named[0]))}: dataset.{named[0]} is read only "
+                          f"for your own files (dataset.name: csv), not {data.name!r}")
     if is_points(data.name) and data.num_val + data.num_test >= data.num_samples:
         raise ConfigError(f"{where(('dataset', 'num_test'))}: dataset.num_val + "
                           f"dataset.num_test ({data.num_val + data.num_test}) leave no "
@@ -374,6 +405,16 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
     except OSError as err:  # a directory, no permission...
         raise ConfigError(f"{path}: cannot read config file ({err.strerror})") from None
     try:
-        return _build(parse_yaml(text, where), where, overrides)
+        config = _build(parse_yaml(text, where), where, overrides)
     except ConfigError as err:  # a key or value may hold a newline; the CLI shows one line
         raise ConfigError(" ".join(str(err).splitlines())) from None
+    return _files_from(config, Path(path).parent)
+
+
+def _files_from(config: Config, folder: Path) -> Config:
+    """The user's files named relative to the config's folder, made absolute once, so the
+    resolved config saved beside a run finds them again from anywhere."""
+    ds = config.dataset
+    files = {key: str((folder / getattr(ds, key)).resolve()) for key in FILE_KEYS
+             if getattr(ds, key) is not None}
+    return dataclasses.replace(config, dataset=dataclasses.replace(ds, **files)) if files else config

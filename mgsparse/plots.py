@@ -1,7 +1,10 @@
 """Every matplotlib figure of mgsparse: a run's pictures and the scaling sweep's.
 
-A point-cloud run: the decision boundary of its best model next to its loss curve. The
-scaling sweep: step time and traced peak against Â's stored entries. matplotlib is an optional extra (`pip install 'mgsparse[plot]'`), imported only when a picture
+A graph run: learning curves (training and validation loss, train and validation accuracy,
+mean ± std over the runs) next to a 2-D PCA projection of what the best model's last layer
+reads, coloured by class. A point-cloud run: the decision boundary of its best model next to
+its loss curve. The scaling sweep: step time and traced peak against Â's stored entries.
+matplotlib is an optional extra (`pip install 'mgsparse[plot]'`), imported only when a picture
 is asked for, so the library and the CLI load without it. The figure is drawn on a bare
 `matplotlib.figure.Figure` (no pyplot): no global state, no GUI backend, safe in a thread.
 """
@@ -15,11 +18,11 @@ from typing import Any
 import numpy as np
 
 from mgsparse.bench.sweep import FIT_MIN_NNZ, SweepResult
-from mgsparse.catalog import POINT_DATASETS, is_points
 from mgsparse.errors import ConfigError, DataError, MgsparseError
 from mgsparse.run.loop import RunResult, TrainResult
 from mgsparse.run.monitor import MB
 from mgsparse.run.points import PointTask
+from mgsparse.run.task import Task
 
 INSTALL_HINT = "pip install 'mgsparse[plot]'"
 FORMATS = (".png", ".svg", ".pdf")
@@ -37,30 +40,78 @@ def require_matplotlib() -> Any:
                             f"{INSTALL_HINT}") from None
 
 
-def check_plot_target(path: str | Path, dataset: str) -> None:
-    """Fail before training, not after: a point-cloud dataset, a known format, matplotlib."""
-    if not is_points(dataset):
-        raise ConfigError(f"a decision-boundary plot needs a point-cloud dataset "
-                          f"({', '.join(POINT_DATASETS)}), not {dataset!r}")
+def check_plot_target(path: str | Path) -> None:
+    """Fail before training, not after: a known format, and matplotlib installed."""
     if Path(path).suffix.lower() not in FORMATS:
         raise ConfigError(f"plot file {str(path)!r} must end in {', '.join(FORMATS)}")
     require_matplotlib()
 
 
-def save_training_plot(result: TrainResult, task: PointTask, path: str | Path) -> Path:
-    """Draw the first finished run: its best model's decision regions with the train and test
-    points (left), its training and validation loss per epoch (right). Returns the path."""
+def save_training_plot(result: TrainResult, task: Task, path: str | Path) -> Path:
+    """The pictures of a finished series of runs (see the module docstring). Returns the path."""
     path = Path(path)
-    check_plot_target(path, result.config.dataset.name)
+    check_plot_target(path)
     run = next((r for r in result.runs if r.state), None)
     if run is None:
         raise MgsparseError("nothing to plot: no run finished an epoch with a finite loss")
-    figure_module = require_matplotlib()
-    fig = figure_module.Figure(figsize=(11, 4.5), layout="constrained")
-    boundary, losses = fig.subplots(1, 2)
-    _draw_boundary(boundary, task, run)
-    _draw_losses(losses, run)
+    fig = require_matplotlib().Figure(figsize=(15, 4.5), layout="constrained")
+    if isinstance(task, PointTask):
+        boundary, losses = fig.subplots(1, 2)
+        _draw_boundary(boundary, task, run)
+        _draw_losses(losses, run)
+    else:
+        losses, accuracy, embedding = fig.subplots(1, 3)
+        _draw_curves(losses, result.runs, ("loss", "val_loss"), "loss")
+        _draw_curves(accuracy, result.runs, ("train_acc", "val_acc"), "accuracy")
+        _draw_embedding(embedding, task, run)
     return _save(fig, path, dpi=110)
+
+
+def curve_band(runs: list[RunResult], field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(epochs, mean, std) of one per-epoch figure over runs, epoch by epoch; runs that
+    stopped early count up to their last epoch."""
+    length = max(len(r.rows) for r in runs)
+    table = np.full((len(runs), length), np.nan)
+    for i, r in enumerate(runs):
+        table[i, :len(r.rows)] = [getattr(row, field) for row in r.rows]
+    return (np.arange(1, length + 1), np.nanmean(table, axis=0), np.nanstd(table, axis=0))
+
+
+def _draw_curves(ax: Any, runs: list[RunResult], fields: tuple[str, ...], what: str) -> None:
+    for field in fields:
+        epochs, mean, std = curve_band([r for r in runs if r.rows], field)
+        label = {"loss": "training loss"}.get(field, field.replace("_", " ")
+                                              .replace("acc", "accuracy"))
+        line, = ax.plot(epochs, mean, label=label)
+        if len(runs) > 1:
+            ax.fill_between(epochs, mean - std, mean + std, color=line.get_color(), alpha=0.2)
+    band = f", mean ± std over {len(runs)} runs" if len(runs) > 1 else ""
+    ax.set(xlabel="epoch", ylabel=what, title=f"{what} per epoch{band}")
+    ax.legend(loc="best", fontsize="small")
+
+
+def pca_2d(h: np.ndarray) -> np.ndarray:
+    """(N, 2): the rows of `h` projected on their two directions of largest variance."""
+    h = np.asarray(h, dtype=np.float64)
+    centred = h - h.mean(axis=0)
+    _, vectors = np.linalg.eigh(centred.T @ centred)  # ascending eigenvalues
+    top = vectors[:, ::-1][:, :2]
+    if top.shape[1] < 2:  # a one-wide representation: its only axis, and zeros
+        top = np.pad(top, ((0, 0), (0, 2 - top.shape[1])))
+    return centred @ top
+
+
+def _draw_embedding(ax: Any, task: Any, run: RunResult) -> None:
+    model = task.restore(run.state)
+    points = pca_2d(task.embedding(model))
+    labelled = task.y >= 0
+    for c in range(task.num_classes):
+        mask = labelled & (task.y == c)
+        ax.scatter(*points[mask].T, s=4, color=COLORS[c % len(COLORS)], label=f"class {c}")
+    ax.scatter(*points[~labelled].T, s=4, color="lightgrey", label="no label")
+    ax.set(xlabel="PC 1", ylabel="PC 2",
+           title=f"last hidden layer (PCA), seed {run.seed}: test {run.test_acc:.1%}")
+    ax.legend(loc="best", fontsize="x-small", markerscale=3)
 
 
 def _save(fig: Any, path: Path, dpi: int) -> Path:
@@ -72,6 +123,7 @@ def _save(fig: Any, path: Path, dpi: int) -> Path:
 
 
 def _draw_boundary(ax: Any, task: PointTask, run: RunResult) -> None:
+    """The best model's decision regions with the train and test points."""
     config, d = task.config, task.data
     X_train, y_train, X_test, y_test = d.X_train, d.y_train, d.X_test, d.y_test
     model = task.restore(run.state)

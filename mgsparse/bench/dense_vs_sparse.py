@@ -8,7 +8,8 @@ as SparseTensors) and ``dense`` (both as dense float32 arrays). Per representati
   with tracemalloc off (tracing slows every allocation);
 - traced peak: with tracemalloc on, the bytes allocated from just before the operands are
   built up to the highest point of one steady-state step (the second step, once the CSR
-  views and the optimizer state exist). It counts the operands, parameters, optimizer
+  views and the optimizer state exist): what a training run reports as held + transient,
+  shown next to the run's budget estimate of it. It counts the operands, parameters, optimizer
   state, cached views and everything the step allocates; it leaves out the graph as loaded,
   which both representations start from, and the interpreter;
 - step transient: the part of that peak allocated by the step above what it started with;
@@ -41,11 +42,14 @@ from mgsparse.data import Graph
 from mgsparse.engine import Tensor
 from mgsparse.errors import ConfigError
 from mgsparse.nn import functional as F
+from mgsparse.run.budget import estimate_step_bytes
 from mgsparse.run.build import build_optimizer
+from mgsparse.run.graph_task import GraphTask
 from mgsparse.run.loop import train_epoch
 from mgsparse.run.monitor import MB
-from mgsparse.run.task import GraphTask, shuffle_generator
+from mgsparse.run.task import shuffle_generator
 from mgsparse.sparse import SparseTensor
+
 # The dense step holds one N×N array, Â itself: Â needs no gradient, so the backward never
 # forms dÂ, and Âᵀ·G runs through BLAS's transpose flag without a copy. Checked by the tests.
 DENSE_NXN_ARRAYS = 1
@@ -68,6 +72,7 @@ class RepresentationResult:
     adjacency_stored_fraction: float  # stored entries / N²: Â's density if sparse, 1 if dense
     feature_stored_fraction: float
     step_ms: list[float] = field(default_factory=list, repr=False)
+    estimate_bytes: int = 0  # the run's budget estimate of this step (`mgsparse.run.budget`)
 
 
 @dataclass
@@ -242,7 +247,7 @@ def measure(config: Config, base: GraphTask, representation: str, repeat: int,
         representation, float(np.median(times)), float(q3 - q1), int(peak - start),
         int(peak - held), int(operand_bytes), rss_bytes(),
         1.0 if dense else base.densities["adjacency"], 1.0 if dense else base.densities["features"],
-        times)
+        times, estimate_step_bytes(task, config))
     loss, grads = _gradients(config, task)
     return result, loss, grads
 

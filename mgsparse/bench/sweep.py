@@ -1,10 +1,10 @@
 """Scaling sweep: the dense-vs-sparse GCN step on synthetic graphs of growing size.
 
-At each size the sparse step is timed and traced as in `mgsparse.bench.dense_vs_sparse` (same operands, same
-measurement); dense runs too where its estimated footprint fits the memory budget, and is
-checked for equivalence there. The growth is then read as log-log slopes, ``time ∝ nnz^k``,
-next to the same slope for scipy's bare CSR Â·H, which separates the engine's cost from the
-memory hierarchy's.
+At each size the sparse step is timed and traced as in `mgsparse.bench.dense_vs_sparse`
+(same operands, same measurement); dense runs too where its estimated footprint fits the
+memory budget, and is checked for equivalence there. The growth is then read as log-log
+slopes, ``time ∝ nnz^k``, next to the same slope for scipy's bare CSR Â·H, which separates
+the engine's cost from the memory hierarchy's.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from mgsparse.bench.measure import Progress, check_settings, time_ms
 from mgsparse.catalog import DATASETS
 from mgsparse.config import Config
 from mgsparse.errors import ConfigError
+from mgsparse.run.graph_task import GraphTask, load_graph
 from mgsparse.run.monitor import MB
-from mgsparse.run.task import GraphTask, load_graph
 from mgsparse.sparse import SparseTensor
 
 # Below ~1e5 stored entries a step costs about the same whatever the size: the ~60 engine ops

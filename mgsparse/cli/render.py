@@ -4,6 +4,7 @@ a red line and an exit code."""
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,8 +22,16 @@ from mgsparse.errors import MgsparseError
 from mgsparse.run import MemoryReport, SavedRunScores, TrainResult
 from mgsparse.run.monitor import MB
 
-out = Console()
-err_console = Console(stderr=True)
+
+def _width() -> int | None:
+    """The terminal width rich should use: COLUMNS when it is a sane number (COLUMNS=0 or junk
+    would make rich print nothing at all), else rich's own guess."""
+    columns = os.environ.get("COLUMNS", "")
+    return None if not columns.isdigit() or int(columns) >= 20 else 80
+
+
+out = Console(width=_width())
+err_console = Console(stderr=True, width=_width())
 
 
 def fail(err: MgsparseError | str, code: int | None = None) -> None:
@@ -79,7 +88,8 @@ def memory_table(report: MemoryReport) -> Table:
         table.add_row(operand, _mb(nbytes))
     for op, nbytes in report.saved_for_backward.items():
         table.add_row(f"saved for backward by {op}", _mb(nbytes))
-    table.add_row("[bold]tracemalloc peak of the step[/]", _mb(report.traced_peak))
+    table.add_row("[bold]held + the step's traced peak[/]", _mb(report.traced_peak))
+    table.add_row("budget estimate of that peak", _mb(report.estimate))
     return table
 
 
@@ -128,18 +138,21 @@ def comparison_table(r: DenseVsSparseResult) -> Table:
                         f"Â nnz {r.adjacency_nnz:,} ({_pct(s.adjacency_stored_fraction)}), "
                         f"X nnz {r.feature_nnz:,} ({_pct(s.feature_stored_fraction)}); "
                         f"median of {r.repeat} steps after {r.warmup} warm-up")
-    for column in ("", "median ms", "IQR ms", "peak MB", "step MB", "operands MB", "RSS MB"):
+    for column in ("", "median ms", "IQR ms", "peak MB", "est. MB", "step MB", "operands MB",
+                   "RSS MB"):
         table.add_column(column, justify="left" if not column else "right")
     for row in (s, d):
         table.add_row(row.representation, _ms(row.step_ms_median), _ms(row.step_ms_iqr),
-                      _mb2(row.traced_peak_bytes), _mb2(row.step_transient_bytes),
-                      _mb2(row.operand_bytes), _mb2(row.rss_bytes))
+                      _mb2(row.traced_peak_bytes), _mb2(row.estimate_bytes),
+                      _mb2(row.step_transient_bytes), _mb2(row.operand_bytes),
+                      _mb2(row.rss_bytes))
     table.add_row("[bold]dense/sparse[/]", f"[bold]{r.time_ratio:.1f}x[/]", "",
-                  f"[bold]{r.memory_ratio:.1f}x[/]",
+                  f"[bold]{r.memory_ratio:.1f}x[/]", "",
                   f"{d.step_transient_bytes / max(s.step_transient_bytes, 1):.1f}x",
                   f"{d.operand_bytes / max(s.operand_bytes, 1):.1f}x", f"{r.rss_ratio:.2f}x")
     table.caption = ("peak: traced bytes from the operands' creation to the top of one step; "
-                     "step: what the step itself added; RSS: whole process")
+                     "est.: the run's budget estimate of it; step: what the step itself added; "
+                     "RSS: whole process")
     return table
 
 
@@ -199,6 +212,50 @@ def sweep_lines(s: SweepResult) -> list[str]:
                      f"difference {worst:.2e}: {status}")
     return lines
 
+
+# ---------------------------------------------------------------- datasets
+
+
+def _size(num_bytes: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if num_bytes < 1024 or unit == "GB":
+            return f"{num_bytes:.0f} {unit}" if unit == "B" else f"{num_bytes:.1f} {unit}"
+        num_bytes /= 1024
+    return ""
+
+
+def datasets_table(rows: list[dict]) -> Table:
+    table = Table(title="datasets")
+    for column in ("name", "description", "cached", "size"):
+        table.add_column(column)
+    for row in rows:
+        cached = {True: "yes", False: "no"}.get(
+            row["cached"], "your files" if row.get("source") == "files" else "built in")
+        size = _size(row["size_bytes"]) if row["cached"] is not None else "-"
+        table.add_row(row["name"], row["description"], cached, size)
+    return table
+
+
+def info_table(info: dict) -> Table:
+    table = Table(title=f"{info['name']}", show_header=False)
+    table.add_column("property", style="bold")
+    table.add_column("value", justify="right")
+    labels = "  ".join(f"{c}: {n}" for c, n in enumerate(info["label_counts"]))
+    rows = [
+        ("nodes", f"{info['nodes']}"),
+        ("edges (directed)", f"{info['edges']}"),
+        ("features", f"{info['features']}"),
+        ("feature storage", info["feature_storage"]),
+        ("classes", f"{info['classes']}"),
+        ("adjacency nnz ratio", f"{info['adjacency_nnz_ratio']:.3e}"),
+        ("feature nnz ratio", f"{info['feature_nnz_ratio']:.3e}"),
+        ("split train/val/test", f"{info['train']}/{info['val']}/{info['test']}"),
+        ("unlabeled nodes", f"{info['unlabeled']}"),
+        ("label counts", labels),
+    ]
+    for key, value in rows:
+        table.add_row(key, value)
+    return table
 
 
 # ---------------------------------------------------------------- gradcheck

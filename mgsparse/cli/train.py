@@ -29,9 +29,9 @@ from mgsparse.run import (
     make_task,
     measure_memory,
     metrics_dict,
-    output_dir,
     write_outputs,
 )
+from mgsparse.run.checkpoint import check_output_dir
 
 EXIT_INTERRUPTED = 130  # the shell's convention for a run ended by SIGINT
 EXIT_TERMINATED = 143  # ... and by SIGTERM (128 + 15)
@@ -87,31 +87,50 @@ def train(
     try:
         config = load_config(config_path, overrides)
         if plot:
-            plots.check_plot_target(plot, config.dataset.name)
+            plots.check_plot_target(plot)
         if out_dir:
-            output_dir(out_dir)
+            check_output_dir(out_dir)
         with _downloads(quiet or as_json) as progress:
             task = make_task(config, progress)
+        for event in task.budget_events:
+            warn(event.message)
         display = TrainDisplay(config, task.densities, enabled=not (quiet or as_json))
-        write = (lambda result: write_outputs(out_dir, result)) if out_dir else None
+        writer = _Writer(out_dir)
         with _signals_end_epoch() as received, display:
-            result = fit(config, task, on_epoch=display.on_epoch, on_run_end=write,
+            result = fit(config, task, on_epoch=display.on_epoch, on_run_end=writer,
                          should_stop=lambda: received[0] is not None)
         if memory_report:
             result.memory_report = measure_memory(config, task)
-        if out_dir:
-            write_outputs(out_dir, result)
-        if plot:
+        writer(result)
+        if plot and writer.error is None:
             saved = plots.save_training_plot(result, task, plot)
             err_console.print(f"pictures of the run: {saved}", markup=False)
     except MgsparseError as e:
         fail(e)
     _report(result, as_json, memory_report, received[0])
+    if writer.error is not None:  # the summary above is all that is left of the run
+        fail(writer.error)
+
+
+class _Writer:
+    """Writes the run folder after every run; a failure (a full disk, a folder removed
+    mid-run) is kept, not raised, so training goes on and the summary is still printed."""
+
+    def __init__(self, out_dir: Optional[Path]):
+        self.out_dir, self.error = out_dir, None
+
+    def __call__(self, result) -> None:
+        if self.out_dir is None or self.error is not None:
+            return
+        try:
+            write_outputs(self.out_dir, result)
+        except MgsparseError as e:
+            self.error = MgsparseError(f"{e} (the summary above was not saved)")
 
 
 def _report(result, as_json: bool, memory_report: bool, signum) -> None:
     if as_json:
-        out.print_json(json.dumps(metrics_dict(result)["summary"]))
+        typer.echo(json.dumps(metrics_dict(result)["summary"]))
     else:
         out.print(summary_table(result))
         if memory_report and result.memory_report:
@@ -136,7 +155,7 @@ def evaluate(
     except MgsparseError as e:
         fail(e)
     if as_json:
-        out.print_json(json.dumps([{"run": r.run, "seed": r.seed, **r.scores.__dict__}
-                                   for r in rows]))
+        typer.echo(json.dumps([{"run": r.run, "seed": r.seed, **r.scores.__dict__}
+                               for r in rows]))
         return
     out.print(evaluate_table(run_dir, rows))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
-from mgsparse.data import planetoid, transforms
+from mgsparse.data import ogb, planetoid, transforms
 from mgsparse.data.download import fetch
 from mgsparse.data.files import load_edge_list, load_features, load_labels, load_user_graph
 from mgsparse.data.graph import Graph, dataset_info
@@ -26,6 +26,7 @@ __all__ = [
     "Graph",
     "TensorDataset",
     "dataset_info",
+    "download_dataset",
     "fetch",
     "full_split",
     "karate_club",
@@ -69,6 +70,12 @@ def load_dataset(name: str, root: str | Path | None = None, split: str = "public
     if source == "planetoid":
         return planetoid.load(key, root=root, split=split, url=url,
                               normalize_features=normalize_features, progress=progress, **kw)
+    if source == "ogb":
+        return ogb.load(key, root=root, split=split, url=url,
+                        normalize_features=normalize_features, progress=progress, **kw)
+    if source == "files":
+        raise ConfigError(f"{key}: your own graph is read by mgsparse.data.user.load_csv_graph "
+                          "from the files a config names (dataset.edges, ...)")
     if source == "builtin":  # Zachary's karate club
         graph = transforms.apply_split(karate_club(), split, **kw)
     else:  # generated: the stochastic block model
@@ -79,14 +86,34 @@ def load_dataset(name: str, root: str | Path | None = None, split: str = "public
     return transforms.apply_normalize(graph) if normalize_features else graph
 
 
+def download_dataset(name: str, root: str | Path | None = None, url: str | None = None,
+                     progress=None) -> str:
+    """Fetch and verify a downloadable dataset into the cache; returns one line saying what
+    was checked and where it is."""
+    key = str(name).lower()
+    if key not in DATASETS:
+        raise ConfigError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+    source = DATASETS[key].source
+    if source == "planetoid":
+        folder = planetoid.download(key, root=root, url=url, progress=progress)
+        return f"{planetoid.NAMES[key]}: 8 files verified in {folder}"
+    if source == "ogb":
+        archive = ogb.download(key, root=root, url=url, progress=progress)
+        sha = ogb.recorded_sha256(archive) or ""
+        return f"{key}: {archive.name} checked (SHA-256 {sha[:16]}... recorded) in {archive.parent}"
+    return f"{key} is {source} in mgsparse; nothing to download"
+
+
 def list_datasets(root: str | Path | None = None) -> list[dict]:
     """One row per known dataset: name, description, whether it is on disk (None when it
     needs no download) and the bytes its cache folder takes."""
     rows = []
     for name in KNOWN_DATASETS:
+        source = DATASETS[name].source
         row = {"name": name, "description": DATASETS[name].description, "cached": None,
-               "size_bytes": 0, "path": None}
-        if DATASETS[name].source == "planetoid":
-            row.update(planetoid.cache_status(name, root))
+               "size_bytes": 0, "path": None, "source": source}
+        if source in ("planetoid", "ogb"):
+            module = planetoid if source == "planetoid" else ogb
+            row.update(module.cache_status(name, root))
         rows.append(row)
     return rows

@@ -54,10 +54,22 @@ class StackedModel(Module):
         self.rng = rng if rng is not None else np.random.default_rng()
         self.p, self.act_name = float(dropout), activation
         self.act = get_activation(activation)
+        self._before_last = False
+
+    def embed(self, *args: Any, **kwargs: Any) -> Tensor:
+        """What the last layer reads: the model's learned representation of each input
+        (N, hidden), the one a picture of the embedding projects. Same arguments as forward."""
+        self._before_last = True
+        try:
+            return self(*args, **kwargs)
+        finally:
+            self._before_last = False
 
     def stack(self, layers: ModuleList, x: Tensor | SparseTensor, *args: Any) -> Tensor:
         last = len(layers) - 1
         for i, layer in enumerate(layers):
+            if i == last and self._before_last:
+                return x
             x = layer(dropout(x, self.p, self.training, self.rng), *args)
             if i < last:
                 x = self.act(x)

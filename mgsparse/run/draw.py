@@ -16,8 +16,9 @@ from pathlib import Path
 from mgsparse.config import Config
 from mgsparse.engine.draw import summarize, to_dot
 from mgsparse.errors import ConfigError, DataError, MgsparseError
+from mgsparse.run.kinds import make_task
 from mgsparse.run.loop import first_step_loss
-from mgsparse.run.task import Progress, make_task
+from mgsparse.run.task import Progress
 
 INSTALL_GRAPHVIZ = "apt-get install graphviz (macOS: brew install graphviz)"
 RENDER_TIMEOUT_S = 120

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mgsparse.config import config_from_dict
-from mgsparse.errors import DataError
+from mgsparse.errors import ConfigError, DataError, MgsparseError
 from mgsparse.run.checkpoint import METRICS, read_metrics, read_params
-from mgsparse.run.task import Progress, Scores, make_task
+from mgsparse.run.kinds import make_task
+from mgsparse.run.task import Progress, Scores
 
 
 @dataclass(frozen=True)
@@ -20,12 +21,23 @@ class SavedRunScores:
 
 def evaluate_saved(out_dir: str | Path, progress: Progress | None = None) -> list[SavedRunScores]:
     """Rebuild each saved run's model from metrics.json + its parameters and evaluate it."""
+    metrics_path = Path(out_dir) / METRICS
     metrics = read_metrics(out_dir)
-    config = config_from_dict(metrics["config"], source=str(Path(out_dir) / METRICS))
+    try:
+        config = config_from_dict(metrics["config"], source=str(metrics_path))
+    except ConfigError as e:  # an edited file, not a usage error
+        raise DataError(f"{metrics_path} is damaged: {e}") from None
     saved = [run for run in metrics["runs"] if run.get("params")]
     if not saved:
-        raise DataError(f"{out_dir}: metrics.json lists no saved parameters")
+        raise DataError(f"{metrics_path} lists no saved parameters")
     task = make_task(config, progress)
-    return [SavedRunScores(run["run"], run["seed"],
-                           task.evaluate(task.restore(read_params(out_dir, run["params"]))))
-            for run in saved]
+    rows = []
+    for run in saved:
+        state = read_params(out_dir, run["params"])
+        try:
+            model = task.restore(state)
+        except MgsparseError as e:  # keys or shapes that are not this config's model
+            raise DataError(f"{Path(out_dir) / run['params']} does not fit the model of "
+                            f"{metrics_path}: {e}") from None
+        rows.append(SavedRunScores(run["run"], run["seed"], task.evaluate(model)))
+    return rows

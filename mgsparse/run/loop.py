@@ -9,6 +9,7 @@ through `on_epoch`; a `should_stop()` callback ends a run cleanly after the curr
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -20,12 +21,12 @@ from mgsparse.config import Config
 from mgsparse.engine import Tensor
 from mgsparse.nn.module import Module
 from mgsparse.optim import Optimizer, clip_grad_norm_
+from mgsparse.run.budget import budget_bytes, check_epoch
 from mgsparse.run.build import build_optimizer
-from mgsparse.run.monitor import MemoryReport, MemoryTracer, finite, trace_step
+from mgsparse.run.monitor import EpochMemory, MemoryReport, finite, run_nbytes, trace_step
 from mgsparse.run.task import Batch, Task, shuffle_generator
 
 GRAD_ALARM_FACTOR = 10.0  # a pre-clip norm this many times the clip norm is worth a warning
-MEMORY_ALARM_FRACTION = 0.8
 
 
 @dataclass
@@ -43,13 +44,16 @@ class EpochRow:
 
 @dataclass
 class EpochStats:
-    """The figures of one epoch that depend on the machine: time and memory."""
+    """The figures of one epoch that depend on the machine: time and memory. Memory is
+    measured on sampled epochs only (None otherwise): `mem_held_mb` is what the run holds
+    between steps (operands and their views, parameters, gradients, optimizer state),
+    `mem_peak_mb` that plus the epoch's traced peak."""
 
     epoch: int
     step_ms: float
     epoch_ms: float
-    mem_current_mb: float
-    mem_peak_mb: float
+    mem_held_mb: float | None
+    mem_peak_mb: float | None
 
 
 @dataclass
@@ -58,7 +62,9 @@ class RunResult:
     rows: list[EpochRow] = field(default_factory=list)
     stats: list[EpochStats] = field(default_factory=list)
     alarms: list[str] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)  # e.g. memory fallbacks: epoch, what, MB
     status: str = "completed"  # completed | early_stopped | interrupted | aborted | diverged
+    #                            | over_budget
     message: str = ""
     best_epoch: int = 0
     train_acc: float = 0.0
@@ -80,7 +86,7 @@ class Summary:
     total_time_s: float
     peak_memory_mb: float
     paper_test_acc: float | None
-    status: str  # ok | interrupted | diverged
+    status: str  # ok | interrupted | diverged | over_budget
 
 
 @dataclass
@@ -90,10 +96,11 @@ class TrainResult:
     runs: list[RunResult] = field(default_factory=list)
     peak_memory_mb: float = 0.0
     memory_report: MemoryReport | None = None
+    events: list[dict] = field(default_factory=list)  # placement before training (epoch 0)
 
     @property
     def failed(self) -> bool:
-        return any(r.status == "diverged" for r in self.runs)
+        return any(r.status in ("diverged", "over_budget") for r in self.runs)
 
     @property
     def interrupted(self) -> bool:
@@ -104,7 +111,9 @@ class TrainResult:
         test = np.array([r.test_acc for r in done]) if done else np.zeros(1)
         val = np.array([r.val_acc for r in done]) if done else np.zeros(1)
         times = [s.epoch_ms for r in done for s in r.stats]
-        status = "diverged" if self.failed else ("interrupted" if self.interrupted else "ok")
+        failure = next((r.status for r in self.runs if r.status in ("diverged", "over_budget")),
+                       None)
+        status = failure or ("interrupted" if self.interrupted else "ok")
         return Summary(
             runs=len(done), test_acc_mean=float(test.mean()), test_acc_std=float(test.std()),
             val_acc_mean=float(val.mean()), best_epochs=[int(r.best_epoch) for r in done],
@@ -143,16 +152,11 @@ def train_epoch(model: Module, optimizer: Optimizer, batches: Iterable[Batch],
     return (last if steps == 1 else total / max(count, 1)), largest  # one step: its own loss
 
 
-def _alarms(config: Config, grad_norm: float, mem_mb: float) -> list[str]:
-    alarms = []
+def _alarms(config: Config, grad_norm: float) -> list[str]:
     clip = config.train.grad_clip_norm
     if clip and grad_norm > GRAD_ALARM_FACTOR * clip:
-        alarms.append(f"gradient norm {grad_norm:.3g} is {grad_norm / clip:.0f}x the clip "
-                      f"norm {clip:g}")
-    budget = config.monitor.memory_budget_mb
-    if mem_mb > MEMORY_ALARM_FRACTION * budget:
-        alarms.append(f"traced memory {mem_mb:.1f} MB is above 80% of the {budget:g} MB budget")
-    return alarms
+        return [f"gradient norm {grad_norm:.3g} is {grad_norm / clip:.0f}x the clip norm {clip:g}"]
+    return []
 
 
 # ---------------------------------------------------------------- one run
@@ -162,7 +166,7 @@ EpochCallback = Callable[[int, EpochRow, EpochStats, list[str]], None]
 StopFn = Callable[[], bool]
 
 
-def fit_run(config: Config, task: Task, seed: int, tracer: MemoryTracer,
+def fit_run(config: Config, task: Task, seed: int, memory: EpochMemory,
             on_epoch: EpochCallback | None = None, run_index: int = 0,
             should_stop: StopFn | None = None) -> RunResult:
     """Train one model from `seed`; keep the parameters of the lowest validation loss."""
@@ -170,7 +174,7 @@ def fit_run(config: Config, task: Task, seed: int, tracer: MemoryTracer,
     optimizer = build_optimizer(config.optim, model)
     run = RunResult(seed=seed)
     try:
-        _epochs(config, task, model, optimizer, run, tracer, run_index, on_epoch, should_stop)
+        _epochs(config, task, model, optimizer, run, memory, run_index, on_epoch, should_stop)
     except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: the epoch is abandoned mid-way
         run.status, run.message = "aborted", f"run {run_index} (seed {seed}) aborted"
     _finish(run, model, task)
@@ -178,26 +182,34 @@ def fit_run(config: Config, task: Task, seed: int, tracer: MemoryTracer,
 
 
 def _epochs(config: Config, task: Task, model: Module, optimizer: Optimizer, run: RunResult,
-            tracer: MemoryTracer, run_index: int, on_epoch: EpochCallback | None,
+            memory: EpochMemory, run_index: int, on_epoch: EpochCallback | None,
             should_stop: StopFn | None) -> None:
     """The epochs of one run, recorded into `run` as they finish."""
     shuffle, clip = shuffle_generator(run.seed), config.train.grad_clip_norm
     best_loss, since_best, patience = np.inf, 0, config.train.patience
+    budget = budget_bytes(config.monitor)
     for epoch in range(1, config.train.epochs + 1):
         t0 = time.perf_counter()
+        traced = memory.begin(epoch)
         loss, grad_norm = train_epoch(model, optimizer, task.batches(model, shuffle), clip)
         t1 = time.perf_counter()
         scores = task.evaluate(model)
-        current, peak = tracer.sample()
+        held, peak = (memory.end(run_nbytes(task.operands().values(), model, optimizer))
+                      if traced else (None, None))
         row = EpochRow(epoch, loss, scores.val_loss, scores.train_acc, scores.val_acc,
                        scores.test_acc, grad_norm)
-        stats = EpochStats(epoch, (t1 - t0) * 1e3, (time.perf_counter() - t0) * 1e3,
-                           current, peak)
-        alarms = _alarms(config, grad_norm, peak)
+        stats = EpochStats(epoch, (t1 - t0) * 1e3, (time.perf_counter() - t0) * 1e3, held, peak)
+        alarms = _alarms(config, grad_norm)
+        event = check_epoch(task, epoch, peak, budget) if traced else None
+        if event is not None:
+            alarms.append(event.message)
+            run.events.append(dataclasses.asdict(event))
         run.rows.append(row)
         run.stats.append(stats)
         run.alarms.extend(f"epoch {epoch}: {a}" for a in alarms)
-        if not (finite(loss) and finite(grad_norm)):
+        if event is not None and event.operand is None:
+            run.status, run.message = "over_budget", f"run {run_index}: {event.message}"
+        elif not (finite(loss) and finite(grad_norm)):
             run.status, run.message = "diverged", _diverged(run_index, run.seed, row)
         elif scores.val_loss < best_loss:
             best_loss, since_best = scores.val_loss, 0
@@ -206,7 +218,7 @@ def _epochs(config: Config, task: Task, model: Module, optimizer: Optimizer, run
             since_best += 1
         if on_epoch is not None:
             on_epoch(run_index, row, stats, alarms)
-        if run.status == "diverged":
+        if run.status in ("diverged", "over_budget"):
             return
         if patience is not None and since_best >= patience:
             run.status = "early_stopped"
@@ -236,18 +248,20 @@ def _finish(run: RunResult, model: Module, task: Task) -> None:
 def fit(config: Config, task: Task, on_epoch: EpochCallback | None = None,
         on_run_end: Callable[[TrainResult], None] | None = None,
         should_stop: StopFn | None = None) -> TrainResult:
-    """`config.train.runs` runs with seeds seed, seed+1, … under one memory tracer; an
-    interrupted or diverged run ends the series."""
-    result = TrainResult(config=config, placement=dict(task.placement))
+    """`config.train.runs` runs with seeds seed, seed+1, …; an interrupted, diverged or
+    over-budget run ends the series."""
+    result = TrainResult(config=config, placement=task.placement,
+                         events=[dataclasses.asdict(e) for e in task.budget_events])
+    memory = EpochMemory(config.monitor.memory, config.monitor.log_every)
     # Overflow is detected and reported as divergence; numpy's own warnings would only repeat it.
-    with MemoryTracer(config.monitor.memory) as tracer, np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):
         for i in range(config.train.runs):
-            run = fit_run(config, task, config.train.seed + i, tracer, on_epoch, i, should_stop)
+            run = fit_run(config, task, config.train.seed + i, memory, on_epoch, i, should_stop)
             result.runs.append(run)
-            result.peak_memory_mb = tracer.peak_mb
+            result.peak_memory_mb = memory.peak_mb
             if on_run_end is not None:
                 on_run_end(result)
-            if run.status in ("interrupted", "aborted", "diverged"):
+            if run.status in ("interrupted", "aborted", "diverged", "over_budget"):
                 break
     return result
 
@@ -257,8 +271,8 @@ def measure_memory(config: Config, task: Task) -> MemoryReport:
     seed = config.train.seed
     model = task.build_model(np.random.default_rng(seed))
     optimizer = build_optimizer(config.optim, model)
-    return trace_step(model, optimizer, lambda: task.first_loss(model, seed),
-                      task.operand_bytes())
+    return trace_step(model, optimizer, lambda: task.first_loss(model, seed), task.operands(),
+                      task.estimate_bytes)
 
 
 def first_step_loss(config: Config, task: Task) -> Tensor:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -130,5 +131,5 @@ class PointTask(Task):
         with no_grad():
             return self.head.predict(model(Tensor(np.asarray(X, dtype=np.float32))).data)
 
-    def operand_bytes(self) -> dict[str, int]:
-        return {"features": int(self.data.X_train.nbytes)}
+    def operands(self) -> dict[str, Any]:
+        return {"features": self.data.X_train}

@@ -9,31 +9,23 @@ The loop (`mgsparse.run.loop`) knows nothing of graphs or point clouds. It asks 
 - ``evaluate(model)``: validation loss and the accuracies on the three splits (`Scores`);
 - ``restore(state)``: the model of a finished run, from its saved parameters.
 
-`make_task(config)` is the one place that decides which kind of run a config asks for.
-A new kind of run (neighbour-sampled mini-batches, partitions over MPI) is a new Task.
+`mgsparse.run.kinds.make_task(config)` is the one place that decides which kind of run a
+config asks for. A new kind of run (neighbour-sampled mini-batches, partitions over MPI) is a
+new Task there, never a new loop.
 """
 
 from __future__ import annotations
 
-import copy
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
-from mgsparse.catalog import DATASETS, MODELS, is_points
-from mgsparse.config import Config, DatasetConfig
-from mgsparse.data import Graph, load_dataset
-from mgsparse.engine import Tensor, no_grad
-from mgsparse.nn import functional as F
-from mgsparse.nn.conv import normalized_adjacency
+from mgsparse.config import Config
+from mgsparse.engine import Tensor
 from mgsparse.nn.module import Module
-from mgsparse.run.build import build_model
-from mgsparse.run.monitor import nnz_ratio, operand_nbytes
-from mgsparse.sparse import SparseTensor, as_operand
 
 Batch = Callable[[], tuple[Tensor, int]]  # -> (loss, number of targets it averages over)
 Progress = Callable[..., Any]  # the download progress callback of `mgsparse.data.fetch`
@@ -55,6 +47,8 @@ class Task(ABC):
     config: Config
     placement: dict[str, str]  # operand -> how it is stored and why
     densities: dict[str, float]  # operand -> stored entries / (rows·cols), 1.0 when dense
+    estimate_bytes: int = 0  # a training step's estimated peak, set by the budget placement
+    budget_events: list = []  # what the placement changed to fit the budget (BudgetEvent)
 
     @abstractmethod
     def build_model(self, rng: np.random.Generator) -> Module:
@@ -68,9 +62,17 @@ class Task(ABC):
     def evaluate(self, model: Module) -> Scores:
         """Scores of `model` on the task's splits, without building a graph."""
 
-    def operand_bytes(self) -> dict[str, int]:
-        """Bytes held by each operand the task placed (for the memory report)."""
+    def operands(self) -> dict[str, Any]:
+        """The data every step reads, by name (features, adjacency): what the run holds."""
         return {}
+
+    def dense_operands(self) -> list[str]:
+        """Names of the operands stored dense that could be stored sparse, largest first."""
+        return []
+
+    def make_sparse(self, name: str, reason: str) -> None:
+        """Store operand `name` sparse from now on (same values); `reason` joins the placement."""
+        raise NotImplementedError(f"{type(self).__name__} has no sparse form of {name}")
 
     def restore(self, state: dict[str, np.ndarray]) -> Module:
         """The model of a finished run, from its saved parameters, in eval mode."""
@@ -88,122 +90,3 @@ class Task(ABC):
 def shuffle_generator(seed: int) -> np.random.Generator:
     """A run's orderings come from their own stream, so shuffling never shifts the init."""
     return np.random.default_rng([seed, 1])
-
-
-def make_task(config: Config, progress: Progress | None = None) -> Task:
-    """The task `config` asks for: point clouds train an MLP on mini-batches, graphs train
-    full-batch on the whole graph."""
-    if is_points(config.dataset.name):
-        from mgsparse.run.points import PointTask
-
-        return PointTask(config)
-    return GraphTask(config, load_graph(config.dataset, progress))
-
-
-# ---------------------------------------------------------------- full-batch graphs
-
-
-def load_graph(ds: DatasetConfig, progress: Progress | None = None) -> Graph:
-    """The graph a config names: Planetoid (downloaded), karate, or a synthetic SBM."""
-    kwargs: dict[str, Any] = {}
-    if DATASETS[ds.name].source == "generated":  # the SBM, shaped by the dataset section
-        kwargs = dict(num_nodes=ds.num_nodes, num_classes=ds.num_classes,
-                      avg_degree=ds.avg_degree, homophily=ds.homophily,
-                      num_features=ds.num_features, seed=ds.seed)
-    if ds.split == "random":
-        kwargs.update(num_train_per_class=ds.num_train_per_class, num_val=ds.num_val,
-                      num_test=ds.num_test, seed=ds.seed)
-    return load_dataset(ds.name, root=ds.root, split=ds.split, url=ds.url,
-                        normalize_features=ds.normalize_features, progress=progress, **kwargs)
-
-
-def place(m: Any, threshold: float, dtype: Any) -> tuple[SparseTensor | Tensor, str]:
-    """A matrix as the operand it will be for the whole run: sparse while its density is at
-    most `threshold`, dense above it; and the reason, for the run's summary."""
-    density = nnz_ratio(m)
-    operand = as_operand(m, threshold)
-    if isinstance(operand, SparseTensor):
-        operand = operand if operand.dtype == dtype else operand.astype(dtype)
-        return operand, f"sparse (density {density:.3g} <= threshold {threshold:g})"
-    dense = Tensor(np.asarray(operand.data, dtype=dtype))
-    return dense, f"dense (density {density:.3g} > threshold {threshold:g})"
-
-
-class GraphTask(Task):
-    """Transductive node classification on the whole graph: one step per epoch.
-
-    The features and the model's graph operand are placed once and reused by every epoch of
-    every run: Â = D^-1/2 (A + I) D^-1/2 for a GCN (built only for it), the raw edge list for
-    GAT and GraphSAGE, nothing for an MLP. The loss is cross-entropy over the training nodes.
-    """
-
-    def __init__(self, config: Config, graph: Graph, dtype: Any = np.float32):
-        self.config, self.name = config, graph.name
-        threshold = config.sparse.sparsity_threshold
-        x = graph.x if sp.issparse(graph.x) else sp.csr_matrix(np.asarray(graph.x))
-        self.features, why = place(x, threshold, dtype)
-        self.placement = {"features": why}
-        self.densities = {"features": nnz_ratio(x)}
-        self.edge_index = np.asarray(graph.edge_index, dtype=np.int64)
-        self.operand = self._graph_operand(graph.num_nodes, threshold, dtype)
-        self.y = np.asarray(graph.y, np.int64)  # (N,), -1 = no label
-        self.train_idx = np.flatnonzero(graph.train_mask)
-        self.val_idx = np.flatnonzero(graph.val_mask)
-        self.test_idx = np.flatnonzero(graph.test_mask)
-        self.num_classes = int(graph.num_classes)
-
-    def _graph_operand(self, num_nodes: int, threshold: float, dtype: Any) -> Any:
-        reads = MODELS[self.config.model.kind].operand
-        if reads == "norm_adj" and not self.config.model.learn_edge_weight:
-            norm_adj = normalized_adjacency(self.edge_index, num_nodes, dtype=dtype)
-            operand, why = place(norm_adj, threshold, dtype)
-            self.placement["adjacency"] = why
-            self.densities["adjacency"] = nnz_ratio(norm_adj)
-            return operand
-        self.densities["adjacency"] = self.edge_index.shape[1] / max(num_nodes, 1) ** 2
-        if reads is None:
-            self.placement["adjacency"] = "not used (the model reads no graph)"
-            return None
-        self.placement["adjacency"] = f"edge list ({self.edge_index.shape[1]:,} edges)"
-        return self.edge_index
-
-    @property
-    def num_nodes(self) -> int:
-        return self.features.shape[0]
-
-    @property
-    def num_features(self) -> int:
-        return self.features.shape[1]
-
-    def with_operands(self, features: Any, operand: Any) -> GraphTask:
-        """The same task on other copies of its operands (e.g. dense vs sparse)."""
-        other = copy.copy(self)
-        other.features, other.operand = features, operand
-        return other
-
-    def build_model(self, rng: np.random.Generator) -> Module:
-        return build_model(self.config.model, self.num_features, self.num_classes, rng,
-                           edge_index=self.edge_index)
-
-    def logits(self, model: Module) -> Tensor:
-        """(N, num_classes) for every node: the model on the features and its operand."""
-        if self.operand is None:
-            return model(self.features)
-        return model(self.features, self.operand)
-
-    def batches(self, model: Module, shuffle: np.random.Generator) -> Iterator[Batch]:
-        yield lambda: (F.cross_entropy(self.logits(model), self.y, self.train_idx),
-                       len(self.train_idx))
-
-    def evaluate(self, model: Module) -> Scores:
-        model.eval()
-        with no_grad():
-            logits = self.logits(model)
-            val_loss = float(F.cross_entropy(logits, self.y, self.val_idx).data)
-        return Scores(val_loss, F.accuracy(logits, self.y, self.train_idx),
-                      F.accuracy(logits, self.y, self.val_idx),
-                      F.accuracy(logits, self.y, self.test_idx))
-
-    def operand_bytes(self) -> dict[str, int]:
-        adjacency = 0 if self.operand is None else operand_nbytes(self.operand)
-        return {"features": operand_nbytes(self.features), "adjacency": adjacency}
