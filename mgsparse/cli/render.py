@@ -3,15 +3,21 @@ a red line and an exit code."""
 
 from __future__ import annotations
 
+import math
 import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import typer
 from rich import box
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from mgsparse.bench import DenseVsSparseResult, Equivalence, SweepResult
+from mgsparse.checks import CheckReport
 from mgsparse.errors import MgsparseError
 from mgsparse.run import MemoryReport, SavedRunScores, TrainResult
 from mgsparse.run.monitor import MB
@@ -250,3 +256,95 @@ def info_table(info: dict) -> Table:
     for key, value in rows:
         table.add_row(key, value)
     return table
+
+
+# ---------------------------------------------------------------- gradcheck
+
+BAR_DELAY_S = 0.5  # the default run is over before this: no bar flickers past
+PIPE_WIDTH = 120  # a file or pipe has no width: print the table whole instead of at 80
+
+
+class DelayedBar:
+    """`run_checks`' progress callback: a bar on a terminal's stderr, shown only once the run
+    has lasted BAR_DELAY_S, and gone when it ends."""
+
+    def __init__(self, console: Console | None = None, delay_s: float | None = None) -> None:
+        self.console = console or err_console
+        self.delay_s = BAR_DELAY_S if delay_s is None else delay_s
+        self.start = time.perf_counter()
+        self.progress: Progress | None = None
+        self.task = None
+
+    def __call__(self, done: int, total: int, name: str) -> None:
+        waited = time.perf_counter() - self.start
+        if self.progress is None and self.console.is_terminal and waited > self.delay_s:
+            self.progress = Progress(TextColumn("[bold]gradcheck"), BarColumn(),
+                                     MofNCompleteColumn(), TextColumn("{task.description}"),
+                                     console=self.console, transient=True)
+            self.progress.start()
+            self.task = self.progress.add_task(name, total=total, completed=done)
+        if self.progress is not None:
+            self.progress.update(self.task, completed=done, description=name)
+
+    def __enter__(self) -> DelayedBar:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def _shapes(shapes: tuple) -> str:
+    return ", ".join("×".join(map(str, s)) if s else "()" for s in shapes)
+
+
+def _err(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x:.1e}"  # NaN: nothing measured (raised, or no entries)
+
+
+def gradcheck_table(report: CheckReport) -> Table:
+    """One row per (op, oracle); an op's name, shapes and nnz are shown on its first row."""
+    table = Table(title=f"gradient checks, float64, size {report.size}, seed {report.seed}",
+                  box=box.SIMPLE_HEAD)
+    for name in ("op", "input shapes", "nnz", "max abs err", "max rel err", "oracle", "verdict"):
+        table.add_column(name, no_wrap=name != "input shapes", overflow="fold",
+                         justify="right" if name in ("nnz", "max abs err", "max rel err")
+                         else "left")
+    rows = report.rows
+    for i, r in enumerate(rows):
+        first = i == 0 or rows[i - 1].op != r.op
+        last = i == len(rows) - 1 or rows[i + 1].op != r.op
+        table.add_row(r.op if first else "", _shapes(r.input_shapes) if first else "",
+                      "" if not first or r.nnz is None else str(r.nnz), _err(r.max_abs_err),
+                      _err(r.max_rel_err), r.oracle, r.verdict,
+                      style="" if r.passed else "bold red", end_section=last)
+    return table
+
+
+def gradcheck_lines(report: CheckReport) -> list[str]:
+    """A line per failure that has an explanation, then the summary line."""
+    lines = [f"[bold red]FAIL[/] {r.op} ({r.oracle}): {escape(r.detail)}"
+             for r in report.rows if r.detail]
+    worst = report.worst
+    where = (f"; worst abs err {worst.max_abs_err:.1e} ({worst.op}, {worst.oracle})"
+             if worst else "")
+    empty = len(report.rows) - report.gradient_checks
+    shapes = f" (+{empty} shapes only: no entries)" if empty else ""
+    failed = report.failed_ops
+    head = (f"[bold red]{len(failed)} of {len(report.ops)} ops failed[/]: {', '.join(failed)}"
+            if failed else
+            f"[green]all {report.gradient_checks} checks of {len(report.ops)} ops passed[/]"
+            f"{shapes}")
+    return [*lines, f"{head}{where}; {report.seconds:.2f} s"]
+
+
+@contextmanager
+def pipe_width(console: Console = out) -> Iterator[None]:
+    """A file or pipe has no width: widen `console` from its default 80 columns meanwhile."""
+    width = console.width
+    if not console.is_terminal:
+        console.width = max(width, PIPE_WIDTH)
+    try:
+        yield
+    finally:
+        console.width = width
