@@ -24,7 +24,7 @@ def gradcheck_command(
         [], "--op", metavar="NAME",
         help="Check only this op (repeatable): a full name (sparse.spmm), a bare name (spmm; "
              "relu checks engine.relu and sparse.relu) or a group (engine, sparse, nn)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the random inputs and weightings."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the random inputs and weightings."),
     size: str = typer.Option(checks.DEFAULT_SIZE, "--size", metavar=SIZE_NAMES,
                              help=f"Input size; the scalar oracle runs at {SCALAR_SIZES}."),
     json_path: Path | None = typer.Option(None, "--json", metavar="PATH",
