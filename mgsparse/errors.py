@@ -25,6 +25,13 @@ class DataError(MgsparseError):
     """A dataset file that is missing, malformed or unsafe."""
 
 
+class InputFileError(DataError):
+    """A malformed file the user named themselves (their own edge list, features, labels):
+    a usage error (exit 2) like a bad config value, where a damaged download is a runtime one."""
+
+    exit_code = 2
+
+
 class DownloadError(DataError):
     """A download that failed: network, HTTP status, timeout, truncated body."""
 
@@ -35,6 +42,10 @@ class ChecksumError(DownloadError):
 
 class TrainingError(MgsparseError):
     """A run that could not go on (a non-finite loss or gradient)."""
+
+
+class MemoryBudgetError(MgsparseError):
+    """A run whose estimated or measured memory does not fit `monitor.memory_budget_mb`."""
 
 
 class HyperparameterError(MgsparseError, ValueError):

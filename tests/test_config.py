@@ -283,7 +283,17 @@ def test_every_documented_config_is_shipped():
             "moons.yaml", "cora-gat.yaml", "cora-sage.yaml"} <= names
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=lambda path: path.name)
+# Drafts of issue 18 whose keys (dataset.name csv / ogbn-arxiv, dataset.edges, .directed, ...)
+# DatasetConfig does not have yet: expected to fail until it does, then tested like the rest.
+AWAITING_KEYS = not hasattr(DatasetConfig, "directed")
+DRAFTS = {"arxiv.yaml", "csv-example.yaml"}
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(path, marks=pytest.mark.xfail(AWAITING_KEYS and path.name in DRAFTS,
+                                               reason="DatasetConfig lacks its keys",
+                                               raises=ConfigError, strict=True))
+    for path in SHIPPED], ids=lambda path: path.name)
 def test_shipped_config_loads_and_round_trips(path):
     config = load_config(path)
     assert isinstance(config, Config) and config.source == str(path)

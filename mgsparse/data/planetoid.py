@@ -28,12 +28,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
-import numpy as np
-import scipy.sparse as sp
-
+from mgsparse.data.cache import load_graph, save_graph
 from mgsparse.data.download import Progress, fetch, is_remote, local_path, probe
 from mgsparse.data.graph import Graph
 from mgsparse.data.planetoid_io import FILE_KEYS, read_planetoid
@@ -92,13 +89,33 @@ def check_name(name: str) -> str:
 
 
 def resolve_url(url: str | None = None) -> str:
-    """Explicit argument > ``MGSPARSE_PLANETOID_URL`` > the canonical repository."""
-    return url or os.environ.get(URL_ENV) or DEFAULT_URL
+    """Explicit argument > ``MGSPARSE_PLANETOID_URL`` > the canonical repository; a malformed
+    URL is a ConfigError naming the setting it came from."""
+    chosen = url or os.environ.get(URL_ENV) or DEFAULT_URL
+    try:
+        is_remote(chosen)
+    except ConfigError as exc:
+        setting = "dataset.url (--url)" if url else URL_ENV
+        raise ConfigError(f"{setting}: {exc}") from None
+    return chosen
 
 
 def resolve_root(root: str | Path | None = None) -> Path:
-    """Explicit argument > ``MGSPARSE_DATA`` > ``./datasets``."""
-    return Path(root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+    """Explicit argument > ``MGSPARSE_DATA`` > ``./datasets``; a DataError naming the setting
+    when that path, or the nearest part of it that exists, is a file and not a folder."""
+    chosen = Path(root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+    setting = ("dataset.root (--root)" if root else
+               ROOT_ENV if os.environ.get(ROOT_ENV) else "the default root")
+    try:
+        existing = next((p for p in (chosen, *chosen.parents) if p.exists()), None)
+        is_folder = existing is None or existing.is_dir()
+    except OSError as exc:  # e.g. a parent folder that may not be searched
+        raise DataError(f"{setting}={chosen}: cannot access it ({exc.strerror or exc})") from None
+    if not is_folder:
+        what = "is a file" if existing == chosen else f"lies under the file {existing}"
+        raise DataError(f"{setting}={chosen} {what}, not a folder; point it at a folder "
+                        "(it is created if missing)")
+    return chosen
 
 
 def dataset_dir(name: str, root: str | Path | None = None) -> Path:
@@ -134,9 +151,12 @@ def known_checksums(name: str) -> dict[str, str | None]:
 
 def _read_manifest(path: Path) -> dict[str, str]:
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise ConfigError(f"{SHA256_ENV}={path}: cannot read it ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{SHA256_ENV}={path}: not a text file (expected sha256sum "
+                          "output)") from None
     entries = {}
     for number, line in enumerate(lines, start=1):
         parts = line.split()
@@ -146,6 +166,29 @@ def _read_manifest(path: Path) -> dict[str, str]:
             raise ConfigError(f"{path} line {number}: expected '<sha256>  <filename>'")
         entries[parts[1].lstrip("*")] = parts[0].lower()
     return entries
+
+
+# Sizes in bytes of the canonical files: a download is cut off at ``max_download_bytes``, so a
+# broken or hostile mirror cannot fill the disk before the checksum gets to reject its bytes.
+SIZES: dict[str, int] = {
+    "ind.cora.x": 22119, "ind.cora.tx": 148025, "ind.cora.allx": 257305,
+    "ind.cora.y": 4054, "ind.cora.ty": 28135, "ind.cora.ally": 47959,
+    "ind.cora.graph": 59847, "ind.cora.test.index": 5000,
+    "ind.citeseer.x": 31087, "ind.citeseer.tx": 260321, "ind.citeseer.allx": 595021,
+    "ind.citeseer.y": 3014, "ind.citeseer.ty": 24135, "ind.citeseer.ally": 55623,
+    "ind.citeseer.graph": 61987, "ind.citeseer.test.index": 5000,
+    "ind.pubmed.x": 23172, "ind.pubmed.tx": 405505, "ind.pubmed.y": 854,
+    "ind.pubmed.ty": 12135, "ind.pubmed.ally": 224739, "ind.pubmed.graph": 471808,
+    "ind.pubmed.test.index": 6000,
+}
+UNKNOWN_SIZE_CAP = 64 << 20  # ind.pubmed.allx: about 7.5 MB, extrapolated from tx's 1,000 rows
+
+
+def max_download_bytes(filename: str) -> int:
+    """The most bytes a download of ``filename`` may write: its known size plus 1/8 and one
+    chunk of margin, or 64 MiB for a file of unknown size."""
+    size = SIZES.get(filename)
+    return UNKNOWN_SIZE_CAP if size is None else size + size // 8 + (1 << 16)
 
 
 def download(name: str, root: str | Path | None = None, url: str | None = None,
@@ -159,7 +202,7 @@ def download(name: str, root: str | Path | None = None, url: str | None = None,
             _refuse_unverifiable(base, filename)
         for filename, sha256 in sums.items():
             fetch(source_of(base, filename), folder / filename, sha256, progress=progress,
-                  **FETCH_OPTIONS)
+                  max_bytes=max_download_bytes(filename), **FETCH_OPTIONS)
     except DownloadError as exc:
         if getattr(exc, "unreachable", False):
             raise type(exc)(f"{exc}; {MIRROR_HINT}") from exc
@@ -190,46 +233,15 @@ def processed_path(name: str, root: str | Path | None = None) -> Path:
     return dataset_dir(name, root) / "processed" / f"{check_name(name)}-{_cache_key(name)}.npz"
 
 
-def _save_graph(graph: Graph, path: Path, key: str) -> None:
-    """Write atomically (temp file + rename) so a crash never leaves a half-written cache."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, key=key, x_data=graph.x.data, x_indices=graph.x.indices,
-                     x_indptr=graph.x.indptr, x_shape=np.array(graph.x.shape), y=graph.y,
-                     edge_index=graph.edge_index, num_classes=graph.num_classes,
-                     train_mask=graph.train_mask, val_mask=graph.val_mask,
-                     test_mask=graph.test_mask)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
-def _load_graph(path: Path, key: str, name: str) -> Graph | None:
-    """The cached graph, or None when the file is absent, stale or unreadable."""
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            if str(z["key"]) != key:
-                return None
-            x = sp.csr_matrix((z["x_data"], z["x_indices"], z["x_indptr"]),
-                              shape=tuple(z["x_shape"]))
-            return Graph(x=x, y=z["y"], edge_index=z["edge_index"], num_nodes=x.shape[0],
-                         num_classes=int(z["num_classes"]), train_mask=z["train_mask"],
-                         val_mask=z["val_mask"], test_mask=z["test_mask"], name=name)
-    except (OSError, KeyError, ValueError, DataError):
-        return None
-
-
 def process(name: str, root: str | Path | None = None) -> Graph:
     """Parse the verified raw files once; later calls read the cached ``.npz``."""
     key = check_name(name)
     path, cache_key = processed_path(key, root), _cache_key(key)
-    graph = _load_graph(path, cache_key, key) if path.is_file() else None
+    graph = load_graph(path, cache_key, key) if path.is_file() else None
     if graph is None:
         graph = read_planetoid(raw_dir(key, root), key)
         try:
-            _save_graph(graph, path, cache_key)
+            save_graph(graph, path, cache_key)
         except OSError:
             pass  # the cache only saves time; a read-only root must not stop a run
     return graph

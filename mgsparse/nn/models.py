@@ -66,23 +66,36 @@ class StackedModel(Module):
         self.keyed_masks, self.node_ids = keyed_masks, None  # node_ids: x's global row ids
         self.dropout_key: int | None = None
         self.dropout_step = 0  # training forwards so far
+        self._before_last = False
+
+    def embed(self, *args: Any, **kwargs: Any) -> Tensor:
+        """What the last layer reads: the model's learned representation of each input
+        (N, hidden), the one a picture of the embedding projects. Same arguments as forward."""
+        self._before_last = True
+        try:
+            return self(*args, **kwargs)
+        finally:
+            self._before_last = False
 
     def stack(self, layers: ModuleList, x: Tensor | SparseTensor, *args: Any) -> Tensor:
         last = len(layers) - 1
         drawing = self.training and self.p > 0
         if drawing and self.keyed_masks and self.dropout_key is None:
             self.dropout_key = int(self.rng.integers(2**63))
+        step, self.dropout_step = self.dropout_step, self.dropout_step + drawing
         for i, layer in enumerate(layers):
-            x = layer(self._dropout(x, i), *args)
+            if i == last and self._before_last:
+                return x
+            x = layer(self._dropout(x, step, i), *args)
             if i < last:
                 x = self.act(x)
-        self.dropout_step += drawing
         return x
 
-    def _dropout(self, x: Tensor | SparseTensor, layer: int) -> Tensor | SparseTensor:
+    def _dropout(self, x: Tensor | SparseTensor, step: int,
+                 layer: int) -> Tensor | SparseTensor:
         if not self.keyed_masks:
             return dropout(x, self.p, self.training, self.rng)
-        key = stream_key(self.dropout_key or 0, self.dropout_step, layer)
+        key = stream_key(self.dropout_key or 0, step, layer)
         return keyed_dropout(x, self.p, self.training, key, self.node_ids)
 
     def extra_repr(self) -> str:

@@ -13,7 +13,7 @@ from mgsparse.config import load_config
 from mgsparse.data.synthetic import sbm
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn import functional as F
-from mgsparse.nn.cases import LAYER_CASES
+from mgsparse.checks import CASES
 from mgsparse.nn.conv import normalized_adjacency
 from mgsparse.nn.models import GCN
 from mgsparse.optim import Adam
@@ -37,8 +37,8 @@ def dense_norm_adj(weights: np.ndarray) -> np.ndarray:
 
 def test_gcnconv_gradcheck_with_learned_edge_weights():
     """x, W, b and one weight per edge, the last through the degree normalisation."""
-    fn, inputs = LAYER_CASES["gcn_conv_edge_weight"](np.random.default_rng(1))
-    result = gradcheck(fn, inputs)
+    case = CASES["nn.gcn_conv_edge_weight"]
+    result = gradcheck(case.fn, case.inputs("small", seed=1))
     assert [c.shape for c in result.inputs] == [(7, 4), (4, 3), (3,), (16,)]
     assert result.max_abs_err < 1e-7
 

@@ -17,7 +17,7 @@ from mgsparse.cli import _register_commands, app
 from mgsparse.config import load_config
 from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.nn import functional as F
-from mgsparse.nn.cases import LAYER_CASES
+from mgsparse.checks import CASES
 from mgsparse.nn.gat import GAT, GATConv, attention_pattern
 from mgsparse.optim import Adam
 from mgsparse.problem import build_model, load_graph, prepare
@@ -132,8 +132,8 @@ def test_sparse_features_give_the_dense_result(rng):
 ])
 def test_whole_layer_gradcheck(name, shapes):
     """x, W, a_src, a_dst and the bias, all through the edge softmax and the sparse product."""
-    fn, inputs = LAYER_CASES[name](np.random.default_rng(1))
-    result = gradcheck(fn, inputs)
+    case = CASES[f"nn.{name}"]
+    result = gradcheck(case.fn, case.inputs("small", seed=1))
     assert [c.shape for c in result.inputs] == shapes
     assert result.max_abs_err < 1e-7
 

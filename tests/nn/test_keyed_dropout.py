@@ -86,5 +86,5 @@ def test_gcn_on_a_row_subset_drops_the_rows_of_the_full_model():
 def test_generator_dropout_stays_available():
     model = GCN(5, 4, 3, rng=np.random.default_rng(0))
     model.keyed_masks = False
-    out = model._dropout(ones(10, 5), 0)
+    out = model._dropout(ones(10, 5), 0, 0)
     assert model.dropout_key is None and np.isin(out.data, [0, 2]).all()

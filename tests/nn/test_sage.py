@@ -14,7 +14,7 @@ from mgsparse import SparseTensor, Tensor, gradcheck
 from mgsparse.cli import _register_commands, app
 from mgsparse.config import load_config
 from mgsparse.errors import HyperparameterError, ShapeError
-from mgsparse.nn.cases import LAYER_CASES
+from mgsparse.checks import CASES
 from mgsparse.nn.sage import GraphSAGE, SAGEConv, l2_normalize, mean_adjacency
 from mgsparse.problem import build_model, load_graph, prepare
 
@@ -88,8 +88,8 @@ def test_sparse_features_give_the_dense_result(rng):
 @pytest.mark.parametrize("name", ["sage_conv", "sage_conv_normalize"])
 def test_whole_layer_gradcheck(name):
     """x, W_neighbours, W_root and the bias, through the mean and the normalisation."""
-    fn, inputs = LAYER_CASES[name](np.random.default_rng(1))
-    result = gradcheck(fn, inputs)
+    case = CASES[f"nn.{name}"]
+    result = gradcheck(case.fn, case.inputs("small", seed=1))
     assert [c.shape for c in result.inputs] == [(7, 4), (4, 3), (4, 3), (3,)]
     assert result.max_abs_err < 1e-7
 

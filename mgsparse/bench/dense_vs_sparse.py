@@ -8,7 +8,8 @@ as SparseTensors) and ``dense`` (both as dense float32 arrays). Per representati
   with tracemalloc off (tracing slows every allocation);
 - traced peak: with tracemalloc on, the bytes allocated from just before the operands are
   built up to the highest point of one steady-state step (the second step, once the CSR
-  views and the optimizer state exist). It counts the operands, parameters, optimizer
+  views and the optimizer state exist): what a training run reports as held + transient,
+  shown next to the run's budget estimate of it. It counts the operands, parameters, optimizer
   state, cached views and everything the step allocates; it leaves out the graph as loaded,
   which both representations start from, and the interpreter;
 - step transient: the part of that peak allocated by the step above what it started with;
@@ -19,38 +20,39 @@ draw their dropout masks from the generator differently, so with dropout on they
 same function of different masks), the loss and every parameter gradient are compared as
 max|a − b| / max|b| per parameter.
 
-The same step over graphs of growing size is `mgsparse.sweep`, built on `measure` here.
+The same step over graphs of growing size is `mgsparse.bench.sweep`, built on `measure` here.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import gc
-import resource
-import time
 import tracemalloc
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mgsparse.config import POINT_CLOUD_DATASETS, Config, config_from_dict, load_config
+from mgsparse.bench.measure import Progress, check_settings, rss_bytes, time_ms
+from mgsparse.catalog import GRAPH_DATASETS, MODELS
+from mgsparse.config import Config, config_from_dict, load_config
 from mgsparse.data import Graph
 from mgsparse.engine import Tensor
 from mgsparse.errors import ConfigError
 from mgsparse.nn import functional as F
-from mgsparse.problem import Problem, build_model, build_optimizer, prepare
+from mgsparse.run.budget import estimate_step_bytes
+from mgsparse.run.build import build_optimizer
+from mgsparse.run.graph_task import GraphTask
+from mgsparse.run.loop import train_epoch
+from mgsparse.run.monitor import MB
+from mgsparse.run.task import shuffle_generator
 from mgsparse.sparse import SparseTensor
-from mgsparse.train import train_step
 
-MB = 1024 * 1024
-GRAPH_DATASETS = ("cora", "citeseer", "pubmed", "karate", "synthetic")
 # The dense step holds one N×N array, Â itself: Â needs no gradient, so the backward never
 # forms dÂ, and Âᵀ·G runs through BLAS's transpose flag without a copy. Checked by the tests.
 DENSE_NXN_ARRAYS = 1
-Progress = Callable[[str], None]
 
 
 # ---------------------------------------------------------------- results
@@ -70,6 +72,7 @@ class RepresentationResult:
     adjacency_stored_fraction: float  # stored entries / N²: Â's density if sparse, 1 if dense
     feature_stored_fraction: float
     step_ms: list[float] = field(default_factory=list, repr=False)
+    estimate_bytes: int = 0  # the run's budget estimate of this step (`mgsparse.run.budget`)
 
 
 @dataclass
@@ -149,33 +152,22 @@ def bench_config(dataset: str | None = None, config_path: str | Path | None = No
                  overrides: Sequence[str] = ()) -> Config:
     """The run's config: a YAML file, or the defaults for `dataset` (cora when neither is
     given); `dataset` also overrides the file's dataset. Only GCN on a graph is benched."""
-    if dataset is not None and dataset.lower() in POINT_CLOUD_DATASETS:
+    if dataset is not None and dataset.lower() not in GRAPH_DATASETS:
         raise ConfigError(f"dataset {dataset!r} has no graph to bench; "
                           f"use one of {', '.join(GRAPH_DATASETS)}")
     if config_path is not None:
         named = [f"dataset.name={dataset}"] if dataset else []
         config = load_config(config_path, list(overrides) + named)
     else:
-        config = config_from_dict({"dataset": {"name": dataset or "cora"}}, "--dataset",
-                                  overrides)
+        config = config_from_dict({"dataset": {"name": dataset or GRAPH_DATASETS[0]}},
+                                  "--dataset", overrides)
     if config.dataset.name not in GRAPH_DATASETS:
         raise ConfigError(f"dataset {config.dataset.name!r} has no graph to bench; "
                           f"use one of {', '.join(GRAPH_DATASETS)}")
-    if config.model.kind != "gcn":
-        raise ConfigError(f"the dense-vs-sparse bench runs a GCN step, got model.kind "
-                          f"{config.model.kind!r}")
+    if MODELS[config.model.kind].operand != "norm_adj" or config.model.learn_edge_weight:
+        raise ConfigError(f"the dense-vs-sparse bench runs a step of a model on Â (a GCN "
+                          f"without learned edge weights), got model.kind {config.model.kind!r}")
     return config
-
-
-def check_settings(repeat: int, warmup: int, tolerance: float, budget_mb: float) -> None:
-    """Refuse impossible settings before any graph is built (shared with `mgsparse.sweep`)."""
-    if repeat < 1 or warmup < 0:
-        raise ConfigError(f"need repeat >= 1 and warmup >= 0, got repeat={repeat}, "
-                          f"warmup={warmup}")
-    if not tolerance > 0:
-        raise ConfigError(f"tolerance must be > 0, got {tolerance}")
-    if not budget_mb > 0:
-        raise ConfigError(f"memory budget must be > 0 MB, got {budget_mb}")
 
 
 def over_budget(estimate: int, budget_mb: float) -> str:
@@ -189,14 +181,14 @@ def over_budget(estimate: int, budget_mb: float) -> str:
 # ---------------------------------------------------------------- placing and measuring
 
 
-def sparse_problem(config: Config, graph: Graph) -> Problem:
-    """The graph prepared with both operands sparse, whatever the config's threshold."""
+def sparse_task(config: Config, graph: Graph) -> GraphTask:
+    """The graph placed with both operands sparse, whatever the config's threshold."""
     config = dataclasses.replace(config, sparse=dataclasses.replace(
         config.sparse, sparsity_threshold=1.0))
-    return prepare(config, graph)
+    return GraphTask(config, graph)
 
 
-def place(base: Problem, representation: str) -> Problem:
+def place(base: GraphTask, representation: str) -> GraphTask:
     """Fresh operands from `base` (whose operands are sparse): own copies when sparse, so
     their bytes and cached views are counted; dense float32 arrays otherwise."""
     def copy(A: SparseTensor) -> SparseTensor | Tensor:
@@ -204,45 +196,28 @@ def place(base: Problem, representation: str) -> Problem:
             return Tensor(A.to_scipy("csr").toarray())  # one N×N allocation
         return SparseTensor(A.indices.copy(), A.values.data.copy(), A.shape)
 
-    return dataclasses.replace(base, features=copy(base.features), norm_adj=copy(base.norm_adj))
+    return base.with_operands(copy(base.features), copy(base.operand))
 
 
-def rss_bytes() -> int:
-    """The process's resident set now (VmRSS); its lifetime peak where /proc is missing."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+_ORDER = shuffle_generator(0)  # a full-batch graph task draws no orderings from it
 
 
-def time_ms(call: Callable[[], object], repeat: int, warmup: int) -> list[float]:
-    """Wall time of `repeat` calls in milliseconds, after `warmup` untimed ones: the first
-    calls fill caches, build lazy views and wake BLAS threads, which no later call repeats."""
-    for _ in range(warmup):
-        call()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return times
+def step(task: GraphTask, model, optimizer, clip: float | None) -> None:
+    """One training step of the run loop (full batch: the epoch is one step)."""
+    train_epoch(model, optimizer, task.batches(model, _ORDER), clip)
 
 
-def _gradients(config: Config, problem: Problem) -> tuple[float, dict[str, np.ndarray]]:
+def _gradients(config: Config, task: GraphTask) -> tuple[float, dict[str, np.ndarray]]:
     """Loss and raw parameter gradients of one forward/backward, dropout off."""
-    model = build_model(config.model, problem, np.random.default_rng(config.train.seed))
+    model = task.build_model(np.random.default_rng(config.train.seed))
     model.eval()
-    loss = F.cross_entropy(model(problem.features, problem.norm_adj), problem.y,
-                           problem.train_idx)
+    loss = F.cross_entropy(task.logits(model), task.y, task.train_idx)
     loss.backward()
     return float(loss.data), {name: (p.grad if p.grad is not None else np.zeros_like(p.data))
                               for name, p in model.named_parameters()}
 
 
-def measure(config: Config, base: Problem, representation: str, repeat: int,
+def measure(config: Config, base: GraphTask, representation: str, repeat: int,
             warmup: int) -> tuple[RepresentationResult, float, dict[str, np.ndarray]]:
     """Trace one steady-state step, time `repeat` more, then take the equivalence gradients."""
     clip = config.train.grad_clip_norm
@@ -252,27 +227,28 @@ def measure(config: Config, base: Problem, representation: str, repeat: int,
         tracemalloc.start()
     try:
         start = tracemalloc.get_traced_memory()[0]
-        problem = place(base, representation)
+        task = place(base, representation)
         operand_bytes = tracemalloc.get_traced_memory()[0] - start
-        model = build_model(config.model, problem, np.random.default_rng(config.train.seed))
+        model = task.build_model(np.random.default_rng(config.train.seed))
         optimizer = build_optimizer(config.optim, model)
-        train_step(model, problem, optimizer, clip)  # builds CSR views and optimizer state
+        step(task, model, optimizer, clip)  # builds CSR views and optimizer state
         gc.collect()
         tracemalloc.reset_peak()
         held = tracemalloc.get_traced_memory()[0]
-        train_step(model, problem, optimizer, clip)
+        step(task, model, optimizer, clip)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         if owner:
             tracemalloc.stop()
-    times = time_ms(lambda: train_step(model, problem, optimizer, clip), repeat, warmup)
+    times = time_ms(lambda: step(task, model, optimizer, clip), repeat, warmup)
     q1, q3 = np.percentile(times, [25, 75])
     dense = representation == "dense"
     result = RepresentationResult(
         representation, float(np.median(times)), float(q3 - q1), int(peak - start),
         int(peak - held), int(operand_bytes), rss_bytes(),
-        1.0 if dense else base.adjacency_density, 1.0 if dense else base.feature_density, times)
-    loss, grads = _gradients(config, problem)
+        1.0 if dense else base.densities["adjacency"], 1.0 if dense else base.densities["features"],
+        times, estimate_step_bytes(task, config))
+    loss, grads = _gradients(config, task)
     return result, loss, grads
 
 
@@ -300,14 +276,14 @@ def dense_vs_sparse(config: Config, graph: Graph, repeat: int = 20, warmup: int 
         raise ConfigError(f"{graph.name}: {over_budget(estimate, memory_budget_mb)}; "
                           "raise the memory budget to run it")
     say = progress or (lambda message: None)
-    base = sparse_problem(config, graph)
+    base = sparse_task(config, graph)
     say(f"{graph.name}: sparse step")
     sparse, *s_grads = measure(config, base, "sparse", repeat, warmup)
     say(f"{graph.name}: dense step")
     dense, *d_grads = measure(config, base, "dense", repeat, warmup)
     return DenseVsSparseResult(
         dataset=graph.name, num_nodes=base.num_nodes, num_features=base.num_features,
-        adjacency_nnz=base.norm_adj.nnz, feature_nnz=base.features.nnz, repeat=repeat,
+        adjacency_nnz=base.operand.nnz, feature_nnz=base.features.nnz, repeat=repeat,
         warmup=warmup, sparse=sparse, dense=dense,
         equivalence=compare_gradients(s_grads, d_grads, tolerance))
 

@@ -18,7 +18,8 @@ import re
 import warnings
 from typing import Any
 
-from mgsparse.engine import Tensor, Value
+from mgsparse.engine.tensor import Tensor
+from mgsparse.engine.value import Value
 from mgsparse.errors import MgsparseError
 
 

@@ -1,10 +1,10 @@
 """Scaling sweep: the dense-vs-sparse GCN step on synthetic graphs of growing size.
 
-At each size the sparse step is timed and traced as in `mgsparse.bench` (same operands, same
-measurement); dense runs too where its estimated footprint fits the memory budget, and is
-checked for equivalence there. The growth is then read as log-log slopes, ``time ∝ nnz^k``,
-next to the same slope for scipy's bare CSR Â·H, which separates the engine's cost from the
-memory hierarchy's.
+At each size the sparse step is timed and traced as in `mgsparse.bench.dense_vs_sparse`
+(same operands, same measurement); dense runs too where its estimated footprint fits the
+memory budget, and is checked for equivalence there. The growth is then read as log-log
+slopes, ``time ∝ nnz^k``, next to the same slope for scipy's bare CSR Â·H, which separates
+the engine's cost from the memory hierarchy's.
 """
 
 from __future__ import annotations
@@ -12,17 +12,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mgsparse import bench
-from mgsparse.bench import MB, Equivalence, Progress, RepresentationResult
+from mgsparse.bench import dense_vs_sparse as bench
+from mgsparse.bench.dense_vs_sparse import Equivalence, RepresentationResult
+from mgsparse.bench.measure import Progress, check_settings, time_ms
+from mgsparse.catalog import DATASETS
 from mgsparse.config import Config
-from mgsparse.errors import ConfigError, MgsparseError
-from mgsparse.plot import require_matplotlib
-from mgsparse.problem import Problem, load_graph
+from mgsparse.errors import ConfigError
+from mgsparse.run.graph_task import GraphTask, load_graph
+from mgsparse.run.monitor import MB
 from mgsparse.sparse import SparseTensor
 
 # Below ~1e5 stored entries a step costs about the same whatever the size: the ~60 engine ops
@@ -117,20 +118,20 @@ def kernel_ms(norm_adj: SparseTensor, columns: int, repeat: int) -> float:
     A = norm_adj.to_scipy("csr")
     H = np.random.default_rng(0).standard_normal((A.shape[1], columns), dtype=np.float32)
     # one untimed product first: it brings Â and H into the caches
-    return float(np.median(bench.time_ms(lambda: A @ H, repeat, warmup=1)))
+    return float(np.median(time_ms(lambda: A @ H, repeat, warmup=1)))
 
 
 def _sweep_point(config: Config, n: int, repeat: int, warmup: int, budget_mb: float,
-                 say: Progress) -> tuple[SweepPoint, Problem, tuple]:
+                 say: Progress) -> tuple[SweepPoint, GraphTask, tuple]:
     say(f"n={n:,}: generating the graph")
     graph = load_graph(dataclasses.replace(config.dataset, num_nodes=n))
-    base = bench.sparse_problem(config, graph)
+    base = bench.sparse_task(config, graph)
     del graph
-    say(f"n={n:,}: sparse step (Â nnz {base.norm_adj.nnz:,})")
+    say(f"n={n:,}: sparse step (Â nnz {base.operand.nnz:,})")
     sparse, *grads = bench.measure(config, base, "sparse", repeat, warmup)
     estimate = bench.dense_bytes_estimate(n, base.num_features, config.model.hidden)
-    point = SweepPoint(n, base.norm_adj.nnz, base.features.nnz, sparse, estimate,
-                       kernel_ms(base.norm_adj, config.model.hidden, repeat))
+    point = SweepPoint(n, base.operand.nnz, base.features.nnz, sparse, estimate,
+                       kernel_ms(base.operand, config.model.hidden, repeat))
     if estimate > budget_mb * MB:
         point.dense_skipped = bench.over_budget(estimate, budget_mb)
         say(f"n={n:,}: {point.dense_skipped}")
@@ -142,8 +143,8 @@ def scale_sweep(config: Config, sizes: Sequence[int], repeat: int = 10, warmup: 
                 progress: Progress | None = None) -> SweepResult:
     """Sparse at every size, then dense at the sizes whose estimate fits the budget (after
     all sparse runs, so dense BLAS threads never overlap a sparse measurement)."""
-    bench.check_settings(repeat, warmup, tolerance, memory_budget_mb)
-    if config.dataset.name != "synthetic":
+    check_settings(repeat, warmup, tolerance, memory_budget_mb)
+    if DATASETS[config.dataset.name].maker != "sbm":
         raise ConfigError(f"a scaling sweep needs the synthetic dataset (graphs of any size), "
                           f"got {config.dataset.name!r}")
     say = progress or (lambda message: None)
@@ -192,39 +193,3 @@ def _fit(points: list[SweepPoint], budget_mb: float, repeat: int, warmup: int) -
         local_time_exponents=[k for k in local if k is not None],
         dense_time_exponent_nodes=_slope([p.num_nodes for p in dense],
                                          [p.dense.step_ms_median for p in dense]))
-
-
-# ---------------------------------------------------------------- plot
-
-
-def plot_sweep(result: SweepResult, path: str | Path) -> Path:
-    """A PNG: step time and traced peak against Â's nnz, log-log, sparse and dense.
-
-    matplotlib is the optional `plot` extra, imported here only (see `mgsparse.plot`)."""
-    fig = require_matplotlib().Figure(figsize=(11, 4.2), layout="constrained")
-    ax_t, ax_m = fig.subplots(1, 2)
-    for kind, style in (("sparse", "o-"), ("dense", "s--")):
-        pts = [(p.adjacency_nnz, getattr(p, kind)) for p in result.points if getattr(p, kind)]
-        if pts:
-            nnz = [x for x, _ in pts]
-            ax_t.plot(nnz, [r.step_ms_median for _, r in pts], style, label=kind)
-            ax_m.plot(nnz, [r.traced_peak_bytes / MB for _, r in pts], style, label=kind)
-    kernel = [(p.adjacency_nnz, p.kernel_ms) for p in result.points if p.kernel_ms > 0]
-    if kernel:
-        ax_t.plot(*zip(*kernel), "^:", color="gray", label="scipy Â·H alone")
-    for ax, what, k_all, k_large in (
-            (ax_t, "step time (ms)", result.time_exponent_all, result.time_exponent_large),
-            (ax_m, "traced peak (MB)", result.memory_exponent_all, result.memory_exponent_large)):
-        fits = (f"sparse ∝ nnz^{k_all:.2f} (all), ^{k_large:.2f} (nnz ≥ {FIT_MIN_NNZ:,})"
-                if k_all is not None and k_large is not None else "")
-        ax.set(xscale="log", yscale="log", xlabel="stored entries of Â (nnz)", ylabel=what,
-               title=f"{what}\n{fits}")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
-    fig.suptitle("GCN training step on synthetic SBM graphs: sparse vs dense")
-    path = Path(path)
-    try:
-        fig.savefig(path, dpi=120, format="png")
-    except OSError as err:
-        raise MgsparseError(f"cannot write the plot to {path}: {err.strerror or err}") from None
-    return path

@@ -1,0 +1,18 @@
+"""Benchmarks the CLI runs: the same GCN step on dense vs sparse operands, and its scaling.
+
+`dense_vs_sparse` times and traces one step both ways and proves they compute the same
+numbers; `sweep` repeats it over synthetic graphs of growing size; `measure` holds the timing
+and memory helpers both use.
+"""
+
+from mgsparse.bench.dense_vs_sparse import (
+    DenseVsSparseResult,
+    Equivalence,
+    RepresentationResult,
+    bench_config,
+    dense_vs_sparse,
+)
+from mgsparse.bench.sweep import SweepPoint, SweepResult, parse_scale, scale_sweep
+
+__all__ = ["DenseVsSparseResult", "Equivalence", "RepresentationResult", "SweepPoint",
+           "SweepResult", "bench_config", "dense_vs_sparse", "parse_scale", "scale_sweep"]

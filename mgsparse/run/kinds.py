@@ -1,0 +1,23 @@
+"""The kinds of run, and the one place that chooses between them for a config."""
+
+from __future__ import annotations
+
+from mgsparse.catalog import is_points
+from mgsparse.config import Config
+from mgsparse.run.budget import budget_bytes, fit_within_budget
+from mgsparse.run.graph_task import GraphTask, load_graph
+from mgsparse.run.points import PointTask
+from mgsparse.run.task import Progress, Task
+
+
+def make_task(config: Config, progress: Progress | None = None) -> Task:
+    """The task `config` asks for, its operands placed within the memory budget: point clouds
+    train an MLP on mini-batches, graphs train full-batch on the whole graph."""
+    budget = budget_bytes(config.monitor)
+    if is_points(config.dataset.name):
+        task: Task = PointTask(config)
+    else:
+        graph = load_graph(config.dataset, progress)
+        task = GraphTask(config, graph, budget=budget)
+    task.budget_events = fit_within_budget(task, config, budget)
+    return task
