@@ -63,8 +63,9 @@ def timed_epochs(step, evaluate, epochs: int) -> list[float]:
 
 def single(args: argparse.Namespace) -> dict:
     """The ordinary single-process trainer on the whole graph."""
-    from mgsparse import train
-    from mgsparse.problem import build_model, build_optimizer, load_graph, prepare
+    from mgsparse.run.build import build_optimizer
+    from mgsparse.run.graph_task import GraphTask, load_graph
+    from mgsparse.run.loop import train_epoch
 
     cfg = config(args)
     graph = load_graph(cfg.dataset)
@@ -72,11 +73,11 @@ def single(args: argparse.Namespace) -> dict:
     held = sum(a.nbytes for a in (x.data, x.indices, x.indptr, graph.edge_index, graph.y,
                                   graph.train_mask, graph.val_mask, graph.test_mask))
     tracemalloc.start()  # after the generator: its temporaries are not training's
-    problem = prepare(cfg, graph)
-    model = build_model(cfg.model, problem, np.random.default_rng(cfg.train.seed))
+    task = GraphTask(cfg, graph)
+    model = task.build_model(np.random.default_rng(cfg.train.seed))
     optimizer = build_optimizer(cfg.optim, model)
-    times = timed_epochs(lambda: train.train_step(model, problem, optimizer, 1.0),
-                         lambda: train.evaluate(model, problem), args.epochs)
+    times = timed_epochs(lambda: train_epoch(model, optimizer, task.batches(model, None), 1.0),
+                         lambda: task.evaluate(model), args.epochs)
     _, peak = tracemalloc.get_traced_memory()
     # the graph it holds (allocated before tracing began) counts towards its peak
     return {"epoch_s": times, "peak_mb": (held + peak) / MB, "graph_mb": held / MB,
@@ -105,7 +106,7 @@ def rank(args: argparse.Namespace) -> None:
 
 def partition(args: argparse.Namespace, ranks: int, folder: Path) -> dict:
     from mgsparse.distributed import partition_graph
-    from mgsparse.problem import load_graph
+    from mgsparse.run.graph_task import load_graph
 
     cfg = config(args)
     graph = load_graph(cfg.dataset)

@@ -10,7 +10,7 @@ order — the local product Â_p · H[E_p] sums in exactly the order of the sing
 Layout of `DIR/part-PPP/` (every file written atomically; the manifest last):
 
     nodes.npy        (n_p,) int64   global ids of the owned nodes (sorted)
-    ext.npy          (e_p,) int64   global ids of E_p (sorted); owned at `own_pos.npy`
+    ext.npy          (e_p,) int64   global ids of E_p (sorted), owned ones included
     x.npz | x.npy    features of the owned rows (CSR arrays, or dense)
     y.npy, train.npy, val.npy, test.npy   labels and masks of the owned rows
     adj.npz          Â[nodes][:, ext] as CSR (n_p, e_p), float32
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from mgsparse.data.atomic import atomic_write
 from mgsparse.data.graph import Graph
 from mgsparse.errors import DataError
 
@@ -136,27 +136,17 @@ def send_lists(plans: list[PartPlan], membership: np.ndarray, p: int) -> tuple[n
 # ---------------------------------------------------------------- writing
 
 
-def _atomic(path: Path, write) -> None:
-    """`write(file)` into a temp file beside `path`, then rename: never a half-written file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
 def _save_npy(path: Path, array: np.ndarray) -> None:
-    _atomic(path, lambda f: np.save(f, np.ascontiguousarray(array), allow_pickle=False))
+    atomic_write(path, lambda f: np.save(f, np.ascontiguousarray(array), allow_pickle=False),
+                 "wb")
 
 
 def _save_npz(path: Path, **arrays: np.ndarray) -> None:
-    _atomic(path, lambda f: np.savez(f, **arrays))
+    atomic_write(path, lambda f: np.savez(f, **arrays), "wb")
 
 
 def _save_json(path: Path, obj: dict) -> None:
-    _atomic(path, lambda f: f.write((json.dumps(obj, indent=2) + "\n").encode()))
+    atomic_write(path, lambda f: f.write(json.dumps(obj, indent=2) + "\n"))
 
 
 def _write_features(folder: Path, x: Any) -> None:

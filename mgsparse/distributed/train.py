@@ -28,7 +28,6 @@ from mgsparse.distributed.halo import HaloAdjacency, HaloPlan
 from mgsparse.engine import Tensor, no_grad
 from mgsparse.errors import ConfigError
 from mgsparse.nn import functional as F
-from mgsparse.nn.models import GCN
 from mgsparse.nn.module import Module
 from mgsparse.optim import Optimizer, clip_grad_norm_
 from mgsparse.sparse import SparseTensor, as_operand
@@ -138,16 +137,15 @@ def build_trainer(config: Config, root: str | Path, comm: Comm,
                   dtype: Any = np.float32) -> DistributedTrainer:
     """A rank's trainer from a config (GCN only) and a partition folder. Every rank seeds its
     model alike, so all start from the same parameters."""
-    from mgsparse.problem import build_optimizer  # the run layer's builder (moves to run/)
+    from mgsparse.run.build import build_model, build_optimizer  # the single-process builders
 
     m = config.model
     if m.kind != "gcn" or m.learn_edge_weight:
         raise ConfigError("distributed training supports model.kind gcn without "
                           "learn_edge_weight")
     problem = load_problem(root, comm, config.sparse.sparsity_threshold, dtype)
-    model = GCN(problem.num_features, m.hidden, problem.num_classes, layers=m.layers,
-                dropout=m.dropout, activation=m.activation,
-                rng=np.random.default_rng(config.train.seed), dtype=dtype)
+    model = build_model(m, problem.num_features, problem.num_classes,
+                        np.random.default_rng(config.train.seed))
     return DistributedTrainer(problem, model, build_optimizer(config.optim, model), comm,
                               config.train.grad_clip_norm)
 

@@ -3,6 +3,7 @@ signalled rank ends the whole job. Skipped without mpi4py (the extra `mgsparse[d
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -20,10 +21,12 @@ import pytest
 
 pytest.importorskip("mpi4py")
 
-from mgsparse import train
 from mgsparse.config import load_config
 from mgsparse.distributed import partition_graph
-from mgsparse.problem import build_model, build_optimizer, load_graph, prepare
+from mgsparse.run.build import build_optimizer
+from mgsparse.run.graph_task import GraphTask, load_graph
+from mgsparse.run.loop import train_epoch
+from mgsparse.run.task import shuffle_generator
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("worker.py")
@@ -57,14 +60,18 @@ def finish(proc: subprocess.Popen, timeout: float) -> tuple[int, str]:
 
 
 def single_process(config) -> list[dict]:
-    """The reference: the single-process trainer's own step and evaluation, epoch by epoch."""
-    problem = prepare(config, load_graph(config.dataset))
-    model = build_model(config.model, problem, np.random.default_rng(config.train.seed))
+    """The reference: the single-process loop's own epoch (`train_epoch` over the task's
+    batches) and the task's evaluation, epoch by epoch, without early stopping."""
+    task = GraphTask(config, load_graph(config.dataset))
+    seed = config.train.seed
+    model = task.build_model(np.random.default_rng(seed))
     optimizer = build_optimizer(config.optim, model)
-    rows = []
+    shuffle, rows = shuffle_generator(seed), []
     for _ in range(config.train.epochs):
-        loss, grad_norm = train.train_step(model, problem, optimizer, config.train.grad_clip_norm)
-        rows.append({"loss": loss, "grad_norm": grad_norm, **train.evaluate(model, problem)})
+        loss, grad_norm = train_epoch(model, optimizer, task.batches(model, shuffle),
+                                      config.train.grad_clip_norm)
+        rows.append({"loss": loss, "grad_norm": grad_norm,
+                     **dataclasses.asdict(task.evaluate(model))})
     return rows
 
 
