@@ -11,10 +11,12 @@ from mgsparse.distributed.train import (
     DistributedTrainer,
     PartProblem,
     build_trainer,
+    evaluate,
     load_problem,
     partition_graph,
+    train_step,
 )
 
 __all__ = ["Comm", "DistributedTrainer", "HaloAdjacency", "HaloExchange", "HaloPlan",
-           "PartProblem", "StopSignals", "abort_on_error", "build_trainer", "load_problem",
-           "partition_graph"]
+           "PartProblem", "StopSignals", "abort_on_error", "build_trainer", "evaluate",
+           "load_problem", "partition_graph", "train_step"]

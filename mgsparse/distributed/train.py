@@ -45,6 +45,10 @@ class PartProblem:
     totals: dict[str, int]  # train/val/test -> global counts
 
     @property
+    def comm(self) -> Comm:
+        return self.norm_adj.plan.comm
+
+    @property
     def num_features(self) -> int:
         return int(self.part.manifest["num_features"])
 
@@ -78,59 +82,72 @@ def masked_loss_sum(logits: Tensor, y: np.ndarray, rows: np.ndarray, total: int)
     return F.cross_entropy(logits, y, rows) * (rows.size / max(total, 1))
 
 
+def logits(problem: PartProblem, model: Module) -> Tensor:
+    """(n_p, classes): the model on this rank's rows (a collective: it exchanges halos)."""
+    model.node_ids = problem.part.nodes  # keyed dropout: masks by global node id
+    return model(problem.features, problem.norm_adj)
+
+
+def train_step(problem: PartProblem, model: Module, optimizer: Optimizer,
+               clip: float | None) -> tuple[float, float]:
+    """Forward, this rank's loss share, backward, gradient sum over ranks, clip, step.
+    Returns (global loss, pre-clip global gradient norm) — equal on every rank."""
+    p = problem
+    model.train()
+    loss = masked_loss_sum(logits(p, model), p.y, p.masks["train"], p.totals["train"])
+    optimizer.zero_grad()
+    loss.backward()
+    params = model.parameters()
+    total_loss = allreduce_grads(p.comm, params, float(loss.data))
+    grad_norm = clip_grad_norm_(params, clip if clip else np.inf)
+    if np.isfinite(total_loss) and np.isfinite(grad_norm):
+        optimizer.step()
+    return total_loss, float(grad_norm)
+
+
+def allreduce_grads(comm: Comm, params: list, loss: float) -> float:
+    """Sum every gradient and the loss over ranks in one Allreduce (one float64 buffer);
+    returns the summed loss. Every rank then holds the same gradients."""
+    grads = [p.grad if p.grad is not None else np.zeros_like(p.data) for p in params]
+    flat = np.concatenate([g.ravel() for g in grads] + [np.array([loss])])
+    summed = comm.allreduce(flat)
+    start = 0
+    for p, g in zip(params, grads):
+        p.grad = summed[start:start + g.size].reshape(g.shape).astype(p.data.dtype)
+        start += g.size
+    return float(summed[-1])
+
+
+def evaluate(problem: PartProblem, model: Module) -> dict[str, float]:
+    """val_loss and train/val/test accuracy over the whole graph (sums over ranks)."""
+    p = problem
+    model.eval()
+    with no_grad():
+        out = logits(p, model)
+    pred = out.data.argmax(axis=1)
+    val = p.masks["val"]
+    val_sum = (float(F.cross_entropy(out, p.y, val).data) * val.size) if val.size else 0.0
+    local = [val_sum] + [float(np.sum(pred[p.masks[k]] == p.y[p.masks[k]]))
+                         for k in ("train", "val", "test")]
+    s = p.comm.allreduce(np.array(local))
+    n = {k: max(v, 1) for k, v in p.totals.items()}
+    return {"val_loss": s[0] / n["val"], "train_acc": s[1] / n["train"],
+            "val_acc": s[2] / n["val"], "test_acc": s[3] / n["test"]}
+
+
 class DistributedTrainer:
-    """`train_step()` and `evaluate()` of one rank; call both on every rank, every epoch."""
+    """One rank's model and optimizer bound to its part: `train_step()` and `evaluate()`,
+    to be called on every rank, every epoch, in the same order."""
 
     def __init__(self, problem: PartProblem, model: Module, optimizer: Optimizer,
-                 comm: Comm, clip: float | None):
-        self.problem, self.model, self.optimizer = problem, model, optimizer
-        self.comm, self.clip = comm, clip
-        model.node_ids = problem.part.nodes  # keyed dropout: masks by global node id
-
-    def _logits(self) -> Tensor:
-        return self.model(self.problem.features, self.problem.norm_adj)
+                 clip: float | None):
+        self.problem, self.model, self.optimizer, self.clip = problem, model, optimizer, clip
 
     def train_step(self) -> tuple[float, float]:
-        """Forward, this rank's loss share, backward, gradient sum over ranks, clip, step.
-        Returns (global loss, pre-clip global gradient norm) — equal on every rank."""
-        p = self.problem
-        self.model.train()
-        loss = masked_loss_sum(self._logits(), p.y, p.masks["train"], p.totals["train"])
-        self.optimizer.zero_grad()
-        loss.backward()
-        params = self.model.parameters()
-        total_loss = self._allreduce_grads(params, float(loss.data))
-        grad_norm = clip_grad_norm_(params, self.clip if self.clip else np.inf)
-        if np.isfinite(total_loss) and np.isfinite(grad_norm):
-            self.optimizer.step()
-        return total_loss, float(grad_norm)
-
-    def _allreduce_grads(self, params: list, loss: float) -> float:
-        """One Allreduce for every gradient and the loss (packed in one float64 buffer)."""
-        grads = [p.grad if p.grad is not None else np.zeros_like(p.data) for p in params]
-        flat = np.concatenate([g.ravel() for g in grads] + [np.array([loss])])
-        summed = self.comm.allreduce(flat)
-        start = 0
-        for p, g in zip(params, grads):
-            p.grad = summed[start:start + g.size].reshape(g.shape).astype(p.data.dtype)
-            start += g.size
-        return float(summed[-1])
+        return train_step(self.problem, self.model, self.optimizer, self.clip)
 
     def evaluate(self) -> dict[str, float]:
-        """val_loss and train/val/test accuracy over the whole graph (sums over ranks)."""
-        p = self.problem
-        self.model.eval()
-        with no_grad():
-            logits = self._logits()
-        pred = logits.data.argmax(axis=1)
-        val = p.masks["val"]
-        val_sum = (float(F.cross_entropy(logits, p.y, val).data) * val.size) if val.size else 0.0
-        local = [val_sum] + [float(np.sum(pred[p.masks[k]] == p.y[p.masks[k]]))
-                             for k in ("train", "val", "test")]
-        s = self.comm.allreduce(np.array(local))
-        n = {k: max(v, 1) for k, v in p.totals.items()}
-        return {"val_loss": s[0] / n["val"], "train_acc": s[1] / n["train"],
-                "val_acc": s[2] / n["val"], "test_acc": s[3] / n["test"]}
+        return evaluate(self.problem, self.model)
 
 
 def build_trainer(config: Config, root: str | Path, comm: Comm,
@@ -146,7 +163,7 @@ def build_trainer(config: Config, root: str | Path, comm: Comm,
     problem = load_problem(root, comm, config.sparse.sparsity_threshold, dtype)
     model = build_model(m, problem.num_features, problem.num_classes,
                         np.random.default_rng(config.train.seed))
-    return DistributedTrainer(problem, model, build_optimizer(config.optim, model), comm,
+    return DistributedTrainer(problem, model, build_optimizer(config.optim, model),
                               config.train.grad_clip_norm)
 
 
