@@ -51,9 +51,10 @@ def unlock(arr: np.ndarray) -> None:
 
 @contextlib.contextmanager
 def modified_in_place(t: Any) -> Iterator[np.ndarray]:
-    """Write Tensor `t`'s data in place on purpose (an optimizer step, a state load): bumps `t`'s version,
-    so a graph that saved the old values refuses its backward, and lifts the read-only lock
-    for the duration of the write."""
+    """Write Tensor `t`'s data in place on purpose (an optimizer step, a state load).
+
+    Bumps `t._version`, so a graph that saved the old values refuses its backward, and lifts
+    the read-only lock for the duration of the write."""
     arr = t.data
     locked = id(arr) in _LOCKS
     if locked:
