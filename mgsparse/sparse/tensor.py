@@ -93,7 +93,8 @@ class SparseTensor:
     @classmethod
     def from_edge_index(cls, edge_index: Any, num_nodes: int | None = None, values: Any = None,
                         dtype: Any = np.float32) -> SparseTensor:
-        """The (num_nodes, num_nodes) adjacency with an entry per edge (weight 1 by default)."""
+        """The (num_nodes, num_nodes) adjacency A[source, target], an entry per edge (weight 1 by
+        default), as PyG's; A.T @ X sums each node's incoming messages (see `gcn_norm`)."""
         edge_index = np.asarray(edge_index)
         if num_nodes is None:
             num_nodes = int(edge_index.max()) + 1 if edge_index.size else 0
