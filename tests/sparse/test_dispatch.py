@@ -41,14 +41,13 @@ def test_default_threshold_and_explicit_zeros():
     assert as_operand(m).dtype == np.float64  # float64 input keeps its precision
 
 
-def test_densified_and_sparsified_operands_stay_differentiable():
+def test_a_densified_sparse_tensor_stays_differentiable_in_its_values():
     v = Tensor(np.ones(60, dtype=np.float32), requires_grad=True)
     A = SparseTensor.from_dense(matrix(0.6)).with_values(v)
     D = as_operand(A, 0.1)
     assert isinstance(D, Tensor)
     (D * Tensor(np.arange(100, dtype=np.float32).reshape(10, 10))).sum().backward()
     np.testing.assert_array_equal(v.grad, np.arange(60))
-
 
 
 @pytest.mark.parametrize("threshold", [0.0, 0.1, 1.0])
