@@ -24,11 +24,7 @@ def dense_norm_adj() -> np.ndarray:
     return d[:, None] * A_hat * d[None, :]
 
 
-# The directed path 0 → 1 → 2 (node 3 alone in the 4-node version). Messages flow source →
-# target and D is the in-degree with the self loop: d = (1, 2, 2), so by hand
-#   Â[0, 0] = 1/1, Â[1, 0] = 1/√(2·1), Â[1, 1] = 1/2, Â[2, 1] = 1/√(2·2), Â[2, 2] = 1/2.
-# PyG 2.x, GCNConv(3, 3, bias=False) with W = I on x = I (torch, float64), prints
-#   [[1.0000, 0.0000, 0.0000], [0.7071, 0.5000, 0.0000], [0.0000, 0.5000, 0.5000]].
+# The directed path 0 → 1 → 2 (node 3 alone in the 4-node version), Â derived by hand below.
 PATH = np.array([[0, 1], [1, 2]])
 PATH_A_HAT = np.array([[1.0, 0.0, 0.0],
                        [2**-0.5, 0.5, 0.0],
@@ -37,7 +33,14 @@ PATH_A_HAT_4 = np.pad(PATH_A_HAT, (0, 1)) + np.diag([0, 0, 0, 1.0])
 
 
 def test_gcn_aggregates_along_the_edge_direction_as_pyg():
-    """Issue #12, defect 1: Â was built A[source, target] with out-degrees (PyG's transpose)."""
+    """Issue #12, defect 1: Â was built A[source, target] with out-degrees (PyG's transpose).
+
+    Messages flow source → target and D is the in-degree with the self loop, d = (1, 2, 2):
+        Â[0, 0] = 1/1, Â[1, 0] = 1/√(2·1), Â[1, 1] = 1/2, Â[2, 1] = 1/√(2·2), Â[2, 2] = 1/2.
+    PyG's GCNConv (bias off, W = I) on x = I gives these rows, as quoted in issue #12:
+        [[1, 0, 0], [.707, .5, 0], [0, .5, .5]]   (mgsparse gave [[.5, .5, 0], [0, .5, .707],
+        [0, 0, 1]], PyG's numbers on the reversed edges).
+    """
     np.testing.assert_allclose(normalized_adjacency(PATH, 3, dtype=np.float64).to_dense(),
                                PATH_A_HAT, atol=1e-15)
     conv = GCNConv(3, 3, bias=False, dtype=np.float64)
