@@ -69,11 +69,15 @@ class Context:
     def guard(self, tensors: list[Tensor]) -> None:
         """Remember the version of each input Tensor whose array was saved, and make that array
         read-only while this context lives (a raw `t.data[...] = x` then fails at once)."""
-        saved = self.saved_tensors
-        self.guards = tuple((t, t._version, t.data) for t in tensors
-                            if any(t.data is a for a in saved))
-        for _, _, arr in self.guards:
-            lock(arr)
+        guards, saved = [], self.saved_tensors
+        for t in tensors:  # plain loops: this runs for every recorded op
+            arr = t.data
+            for a in saved:
+                if a is arr:
+                    lock(arr)
+                    guards.append((t, t._version, arr))
+                    break
+        self.guards = tuple(guards)
 
     def check_versions(self) -> None:
         """Refuse a backward whose saved inputs were modified in place since the forward."""
