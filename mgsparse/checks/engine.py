@@ -77,6 +77,7 @@ CASES: list[Case] = [
        lambda a, b: a**b, each(lambda a, b: (b * a.log()).exp())),
     unary("neg", lambda x: -x, lambda a: -a),
     unary("pow", lambda x: x**2.5, lambda a: a**2.5, pos=True),
+    unary("rpow", lambda x: 1.5**x, lambda a: 1.5**a),
     unary("sqrt", lambda x: x.sqrt(), lambda a: a**0.5, pos=True),
     unary("exp", lambda x: x.exp(), each(Value.exp)),
     unary("log", lambda x: x.log(), each(Value.log), pos=True),

@@ -91,7 +91,7 @@ def test_download_embedded_dataset_needs_nothing(offline):
 
 def test_pubmed_missing_allx_is_one_red_line(mirrored):
     result = runner.invoke(app, ["datasets", "download", "pubmed"])
-    one_line_error(result, 1, "ind.pubmed.allx", "missing")
+    one_line_error(result, 1, "ind.pubmed.allx", "HTTP 404")
 
 
 def test_unreachable_mirror_is_one_line_with_the_hint(offline, monkeypatch):

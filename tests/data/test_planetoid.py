@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import shutil
+import re
 import socket
 
 import numpy as np
@@ -15,6 +15,7 @@ import pytest
 from mgsparse.data import planetoid
 from mgsparse.data.cache import load_graph
 from mgsparse.errors import ChecksumError, ConfigError, DataError, DownloadError
+from tests.data.conftest import tiny_planetoid_files
 
 EXPECTED = {  # nodes, directed edges, features, classes, train/val/test, unlabeled
     "cora": (2708, 10556, 1433, 7, (140, 500, 1000), 0),
@@ -80,30 +81,48 @@ def test_random_and_full_splits_and_normalisation(planetoid_mirror, tmp_path):
     assert full.split_sizes() == (3327 - 500 - 1000 - 15, 500, 1000)
 
 
-def test_pubmed_without_allx_on_the_mirror_names_it_and_leaves_nothing(
+def test_pubmed_without_allx_on_the_mirror_names_it_and_keeps_only_verified_files(
         planetoid_mirror, tmp_path, only_verified):
+    """../shared/planetoid lacks ind.pubmed.allx: the files before it arrive verified, then
+    the download stops on one line naming the missing file, leaving nothing partial."""
     base, log = planetoid_mirror
     with pytest.raises(DownloadError) as info:
         planetoid.load("pubmed", root=tmp_path, url=base)
     message = str(info.value)
-    assert "ind.pubmed.allx" in message and "missing" in message and "\n" not in message
-    assert log == []  # probed with HEAD, nothing downloaded
-    only_verified(tmp_path / "PubMed" / "raw", {})
+    assert "ind.pubmed.allx" in message and "HTTP 404" in message and "\n" not in message
+    assert log == ["/ind.pubmed.x", "/ind.pubmed.tx", "/ind.pubmed.allx"]
+    raw = tmp_path / "PubMed" / "raw"
+    only_verified(raw, real_checksums("pubmed"))
+    assert sorted(p.name for p in raw.iterdir()) == ["ind.pubmed.tx", "ind.pubmed.x"]
 
 
-def test_pubmed_allx_without_checksum_is_refused_unless_the_user_vouches(
-        real_planetoid, tmp_path, monkeypatch, only_verified):
+def test_pubmed_allx_checksum_is_embedded():
+    """Issue #12: PubMed was refused for want of this checksum (file of 7,578,385 bytes)."""
+    assert planetoid.CHECKSUMS["ind.pubmed.allx"] == (
+        "508e538e2abdccdd54c4d3e9f49d638b4af7107d85845f66ddea5a5152658b7e")
+
+
+def test_pubmed_downloads_and_loads_like_cora(serve_folder, tmp_path, monkeypatch,
+                                             only_verified):
+    """The PubMed path end to end on a small synthetic file set (the real allx is not in the
+    shared mirror): its checksums, supplied here, stand in for the embedded ones."""
     mirror = tmp_path / "mirror"
-    shutil.copytree(real_planetoid, mirror)
-    (mirror / "ind.pubmed.allx").write_bytes(b"some bytes nobody can verify")
-    with pytest.raises(ChecksumError, match=r"ind\.pubmed\.allx has no known SHA-256"):
-        planetoid.download("pubmed", root=tmp_path / "cache", url=str(mirror))
-    only_verified(tmp_path / "cache" / "PubMed" / "raw", {})
-    digest = hashlib.sha256(b"some bytes nobody can verify").hexdigest()
-    (tmp_path / "vouched.sha256").write_text(f"{digest}  ind.pubmed.allx\n")
-    monkeypatch.setenv(planetoid.SHA256_ENV, str(tmp_path / "vouched.sha256"))
-    folder = planetoid.download("pubmed", root=tmp_path / "cache", url=str(mirror))
-    assert (folder / "ind.pubmed.allx").read_bytes() == b"some bytes nobody can verify"
+    mirror.mkdir()
+    sums = {}
+    for name, data in tiny_planetoid_files().items():
+        name = name.replace("ind.tiny.", "ind.pubmed.")
+        (mirror / name).write_bytes(data)
+        sums[name] = hashlib.sha256(data).hexdigest()
+    for name, digest in sums.items():
+        monkeypatch.setitem(planetoid.CHECKSUMS, name, digest)
+    base, log = serve_folder(mirror)
+    g = planetoid.load("pubmed", root=tmp_path / "cache", url=base)
+    assert (g.num_nodes, g.num_edges, g.num_features, g.split_sizes()) == (8, 8, 3, (2, 2, 3))
+    assert sorted(log) == sorted(f"/{name}" for name in sums)
+    only_verified(tmp_path / "cache" / "PubMed" / "raw", sums)
+    (mirror / "ind.pubmed.allx").write_bytes(b"a different allx")  # the cache is verified:
+    assert planetoid.load("pubmed", root=tmp_path / "cache", url=base).num_nodes == 8
+    assert len(log) == 8  # nothing fetched again
 
 
 # --- where files come from and go -------------------------------------------------------------
@@ -133,10 +152,9 @@ def test_environment_mirror_is_used(planetoid_mirror, tmp_path, monkeypatch):
     assert len(log) == 8 and (tmp_path / "Cora" / "raw" / "ind.cora.graph").is_file()
 
 
-def test_every_file_has_a_checksum_except_pubmed_allx():
+def test_every_file_has_a_checksum():
     assert len(planetoid.CHECKSUMS) == 24
-    missing = [f for f, s in planetoid.CHECKSUMS.items() if s is None]
-    assert missing == ["ind.pubmed.allx"]
+    assert all(re.fullmatch(r"[0-9a-f]{64}", s) for s in planetoid.CHECKSUMS.values())
 
 
 def test_bad_name_and_bad_split_fail_before_any_download(tmp_path):

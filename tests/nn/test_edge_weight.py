@@ -28,9 +28,9 @@ N = 4
 
 
 def dense_norm_adj(weights: np.ndarray) -> np.ndarray:
-    """D^-1/2 (A_w + I) D^-1/2 with A_w[i, j] = w of edge (i, j)."""
+    """D^-1/2 (A_w + I) D^-1/2 with A_w[t, s] = w of edge s → t (messages flow to the target)."""
     A = np.eye(N)
-    A[EDGE_INDEX[0], EDGE_INDEX[1]] += weights
+    A[EDGE_INDEX[1], EDGE_INDEX[0]] += weights
     d = A.sum(axis=1) ** -0.5
     return d[:, None] * A * d[None, :]
 
@@ -57,7 +57,7 @@ def test_edge_weight_gradient_includes_the_degree_terms(rng):
         expected[k] = ((dense_norm_adj(w + step) - dense_norm_adj(w - step)) * G).sum() / (2 * eps)
     np.testing.assert_allclose(ew.grad, expected, atol=1e-8)
     # a weight's gradient is not just G at its own entry: the degrees spread it over the row
-    own = G[EDGE_INDEX[0], EDGE_INDEX[1]] * dense_norm_adj(w)[EDGE_INDEX[0], EDGE_INDEX[1]] / w
+    own = G[EDGE_INDEX[1], EDGE_INDEX[0]] * dense_norm_adj(w)[EDGE_INDEX[1], EDGE_INDEX[0]] / w
     assert np.abs(ew.grad - own).max() > 1e-3
 
 

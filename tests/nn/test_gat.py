@@ -171,7 +171,12 @@ def test_pattern_is_built_once_per_graph(rng):
     layer = make_layer(rng)
     first = layer.pattern(EDGE_INDEX, N)
     assert layer.pattern(EDGE_INDEX, N) is first
-    assert layer.pattern(EDGE_INDEX.copy(), N) is not first  # another array: rebuilt
+    assert layer.pattern(EDGE_INDEX.copy(), N) is first  # the same graph, compared by value
+    edges = EDGE_INDEX.copy()
+    layer.pattern(edges, N)
+    edges[1, 0] = 4  # changed in place: 0 → 1 becomes 0 → 4, so node 4 now attends to 0
+    pairs = set(zip(*layer.pattern(edges, N).indices.tolist()))  # head 0: (target, source)
+    assert (4, 0) in pairs and (1, 0) not in pairs and (1, 0) in set(zip(*first.indices.tolist()))
     uncached = GATConv(3, 4, cached=False, rng=rng)
     assert uncached.pattern(EDGE_INDEX, N) is not uncached.pattern(EDGE_INDEX, N)
 

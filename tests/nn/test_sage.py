@@ -98,7 +98,12 @@ def test_mean_adjacency_is_cached_per_graph(rng):
     layer = make_layer(rng)
     first = layer.mean_adj(EDGE_INDEX, N)
     assert layer.mean_adj(EDGE_INDEX, N) is first
-    assert layer.mean_adj(EDGE_INDEX.copy(), N) is not first
+    assert layer.mean_adj(EDGE_INDEX.copy(), N) is first  # the same graph, compared by value
+    edges = EDGE_INDEX.copy()
+    layer.mean_adj(edges, N)
+    edges[1, 5] = 4  # changed in place: 1 → 2 becomes 1 → 4
+    changed = layer.mean_adj(edges, N).to_dense()
+    assert changed[4, 1] == 1.0 and changed[2, 1] == 0.0
 
 
 def test_bad_inputs_are_one_clear_error(rng):

@@ -127,6 +127,13 @@ def test_scalar_and_dense_products():
     (lambda A: A * A.T, r"mul: shapes (3, 4) and (4, 3) differ"),
     (lambda A: A * np.ones((2, 4)), "mul: dense (2, 4) does not broadcast to sparse (3, 4)"),
     (lambda A: A.sum(axis=2), "sum: axis must be None, 0 or 1 for a sparse matrix, got 2"),
+    # issue #12, defect 9: a dense operand on the left raised a raw TypeError
+    (lambda A: Tensor(np.ones((3, 4))) + A, "add: a SparseTensor adds only to a SparseTensor"),
+    (lambda A: np.ones((3, 4)) + A, "add: a SparseTensor adds only to a SparseTensor"),
+    (lambda A: Tensor(np.ones((3, 4))) - A, "sub: a SparseTensor subtracts only a SparseTensor"),
+    (lambda A: Tensor(np.ones((3, 4))) / A, "div: cannot divide a Tensor by a SparseTensor"),
+    (lambda A: 2.0 / A, "div: cannot divide a float by a SparseTensor"),
+    (lambda A: A / Tensor(np.ones((3, 4))), "div: a SparseTensor divides only by a scalar"),
 ])
 def test_elementwise_errors(expr, message):
     with pytest.raises(ShapeError) as info:
