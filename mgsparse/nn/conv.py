@@ -42,15 +42,21 @@ def normalized_adjacency(
     return norm_adj if sparsity_threshold is None else as_operand(norm_adj, sparsity_threshold)
 
 
+def _is_operator(adj: Any) -> bool:
+    """An already-normalised operand of another type that multiplies with `@` (the
+    distributed `HaloAdjacency`); a numpy array with `@` is an edge list."""
+    return hasattr(adj, "__matmul__") and not isinstance(adj, np.ndarray)
+
+
 class GCNConv(Module):
     """One graph convolution, H' = Â (H W) + b.
 
     `forward(x, adj, edge_weight=None)`: `x` is a dense Tensor (N, F_in) or a SparseTensor of
     features; `adj` an edge list (a (2, E) array or nested list, messages source → target),
-    normalised here, or an already-normalised operand (SparseTensor or dense Tensor), used as
-    is. With `cached`, Â is kept for the graph it came from (edge list and constant weights
-    compared by value, so a different graph is never given a stale Â); a learned edge weight
-    rebuilds it every call. W is applied first, so the sparse product runs on F_out columns.
+    normalised here, or an already-normalised operand (SparseTensor, dense Tensor, or any
+    object that multiplies with `@`), used as is. With `cached`, Â is kept for the graph it
+    came from (edge list and constant weights compared by value, so a different graph is
+    never given a stale Â); a learned edge weight rebuilds it every call. W is applied first, so the sparse product runs on F_out columns.
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
@@ -64,7 +70,7 @@ class GCNConv(Module):
         self._norm_adj = GraphCache(cached)
 
     def norm_adj(self, adj: Adjacency, num_nodes: int, edge_weight: Any = None):
-        if isinstance(adj, (SparseTensor, Tensor)):
+        if isinstance(adj, (SparseTensor, Tensor)) or _is_operator(adj):
             return adj  # already normalised
         edges = check_edge_index(adj, num_nodes, "GCNConv")
         if edge_weight is not None and getattr(edge_weight, "requires_grad", False):
