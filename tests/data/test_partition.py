@@ -182,3 +182,19 @@ def test_loader_refuses_unfinished_or_mixed_partitions(parted, graph, adjacency,
     (root / P.MANIFEST).unlink()
     with pytest.raises(DataError, match="not a finished partition"):
         P.load_part(root, 0)
+
+
+def test_a_directed_adjacency_is_split_by_its_rows(graph, tmp_path):
+    """Row i of Â holds i's incoming edges (messages source → target): a part owns rows and
+    its halo is the sources outside it, whatever the pattern's symmetry."""
+    rng = np.random.default_rng(1)
+    n = graph.num_nodes
+    directed = sp.random(n, n, density=0.004, random_state=rng, format="csr",
+                         dtype=np.float32) + sp.identity(n, dtype=np.float32, format="csr")
+    assert (directed != directed.T).nnz > 0
+    P.write_partitions(graph, directed, 3, tmp_path, method="contiguous")
+    h = rng.standard_normal((n, 3))
+    for p in range(3):
+        part = P.load_part(tmp_path, p)
+        assert np.allclose(part.adj @ h[part.ext], (directed @ h)[part.nodes], atol=1e-5)
+        assert set(part.ext) == set(part.nodes) | set(directed[part.nodes].indices)
