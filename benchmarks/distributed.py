@@ -86,15 +86,23 @@ def single(args: argparse.Namespace) -> dict:
 
 def rank(args: argparse.Namespace) -> None:
     """One rank under mpiexec: load its part, train, report (rank 0 writes all ranks')."""
-    from mgsparse.distributed import Comm, abort_on_error, build_trainer
+    from mgsparse.distributed import Comm, abort_on_error
+    from mgsparse.run.build import build_optimizer
+    from mgsparse.run.distributed_task import DistributedGraphTask
+    from mgsparse.run.loop import train_epoch
 
     comm = Comm(timeout=600)
     with abort_on_error(comm, lambda e: print(f"rank {comm.rank}: {e}", file=sys.stderr)):
         tracemalloc.start()
-        trainer = build_trainer(config(args), args.parts, comm)
+        cfg = config(args)
+        task = DistributedGraphTask(cfg, args.parts, comm)
+        model = task.build_model(np.random.default_rng(cfg.train.seed))
+        optimizer = build_optimizer(cfg.optim, model)
         _, load_peak = tracemalloc.get_traced_memory()
         sent0 = comm.bytes_sent
-        times = timed_epochs(trainer.train_step, trainer.evaluate, args.epochs)
+        times = timed_epochs(lambda: train_epoch(model, optimizer, task.batches(model, None),
+                                                 1.0, task.reduce_gradients),
+                             lambda: task.evaluate(model), args.epochs)
         _, peak = tracemalloc.get_traced_memory()
         mine = {"epoch_s": times, "peak_mb": peak / MB, "load_peak_mb": load_peak / MB,
                 "rss_mb": max_rss_mb(),

@@ -93,6 +93,7 @@ class ModelConfig:
     learn_edge_weight: bool = False
     normalize: bool = False
     head: Literal["softmax", "sigmoid"] = "softmax"
+    keyed_dropout: bool = False  # masks hashed from node ids: the masks a partitioned run draws
 
 
 @dataclass(frozen=True)

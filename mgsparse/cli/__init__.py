@@ -14,7 +14,7 @@ import sys
 import typer
 
 import mgsparse
-from mgsparse.cli import bench, datasets, gradcheck, graph, train
+from mgsparse.cli import bench, datasets, gradcheck, graph, partition, train
 from mgsparse.cli.render import fail
 from mgsparse.errors import MgsparseError
 
@@ -47,6 +47,7 @@ app.command()(train.evaluate)
 app.command("gradcheck")(gradcheck.gradcheck_command)
 app.command()(bench.bench)
 app.command()(graph.graph)
+app.command()(partition.partition)
 app.add_typer(datasets.datasets_app, name="datasets")
 
 

@@ -348,3 +348,18 @@ def pipe_width(console: Console = out) -> Iterator[None]:
         yield
     finally:
         console.width = width
+
+
+# ---------------------------------------------------------------- partition
+
+
+def partition_table(manifest: dict, out_dir) -> Table:
+    table = Table(title=f"{manifest['num_parts']} parts in {out_dir} "
+                        f"({manifest.get('method', 'metis')})")
+    for column in ("part", "nodes", "halo rows"):
+        table.add_column(column, justify="right")
+    for i, (n, h) in enumerate(zip(manifest["nodes_per_part"], manifest["halo_per_part"])):
+        table.add_row(str(i), f"{n:,}", f"{h:,}")
+    table.caption = (f"edge cut: {manifest['cut_entries']:,} entries of Â; each epoch exchanges "
+                     f"{manifest['bytes_per_epoch'] / MB:,.2f} MB in all")
+    return table

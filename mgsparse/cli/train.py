@@ -32,6 +32,7 @@ from mgsparse.run import (
     write_outputs,
 )
 from mgsparse.run.checkpoint import check_output_dir
+from mgsparse.run.distributed_task import fit_partitioned
 
 EXIT_INTERRUPTED = 130  # the shell's convention for a run ended by SIGINT
 EXIT_TERMINATED = 143  # ... and by SIGTERM (128 + 15)
@@ -77,6 +78,9 @@ def train(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout"),
     plot: Optional[Path] = typer.Option(
         None, "--plot", help="Save the run's pictures (.png, .svg or .pdf; needs matplotlib)"),
+    partitions: Optional[Path] = typer.Option(
+        None, "--partitions", help="Train over MPI on the parts `mgsparse partition` wrote: "
+        "mpiexec -n K mgsparse train CONFIG --partitions DIR"),
 ) -> None:
     """Train a GNN from a YAML config, with a live table of loss, accuracy, gradient norm and memory."""
     from mgsparse import plots  # matplotlib itself is imported only when a picture is drawn
@@ -90,12 +94,14 @@ def train(
             plots.check_plot_target(plot)
         if out_dir:
             check_output_dir(out_dir)
+        writer = _Writer(out_dir)
+        if partitions is not None:
+            return _train_partitioned(config, partitions, writer, quiet or as_json, as_json)
         with _downloads(quiet or as_json) as progress:
             task = make_task(config, progress)
         for event in task.budget_events:
             warn(event.message)
         display = TrainDisplay(config, task.densities, enabled=not (quiet or as_json))
-        writer = _Writer(out_dir)
         with _signals_end_epoch() as received, display:
             result = fit(config, task, on_epoch=display.on_epoch, on_run_end=writer,
                          should_stop=lambda: received[0] is not None)
@@ -109,6 +115,24 @@ def train(
         fail(e)
     _report(result, as_json, memory_report, received[0])
     if writer.error is not None:  # the summary above is all that is left of the run
+        fail(writer.error)
+
+
+def _train_partitioned(config, partitions: Path, writer, silent: bool, as_json: bool) -> None:
+    """One rank of `mpiexec -n K mgsparse train CONFIG --partitions DIR`: rank 0 shows the
+    live table and the summary and writes the run folder; every rank trains."""
+    def report(e: BaseException) -> None:
+        message = str(e).splitlines()[0] if str(e) else type(e).__name__
+        err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+
+    display = TrainDisplay(config, {}, enabled=not silent)
+    with display:
+        result, rank = fit_partitioned(config, partitions, display.on_epoch, writer, report)
+    if rank != 0:
+        return
+    writer(result)
+    _report(result, as_json, False, None)
+    if writer.error is not None:
         fail(writer.error)
 
 

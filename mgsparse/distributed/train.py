@@ -8,8 +8,9 @@ same parameters. The loss is the global masked mean:
 
     L = Σ_r Σ_{i ∈ train_r} ℓ_i / n_train,   each rank differentiating its own share,
 
-and the metrics are sums of per-rank counts. `train_step` and `evaluate` are collectives:
-every rank calls them, in the same order, once per epoch.
+and the metrics are sums of per-rank counts. `mgsparse.run.distributed_task` runs these in
+the one training loop; `logits`, `allreduce_grads` and `evaluate` are collectives: every rank
+calls them, in the same order, once per epoch.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from mgsparse.engine import Tensor, no_grad
 from mgsparse.errors import ConfigError
 from mgsparse.nn import functional as F
 from mgsparse.nn.module import Module
-from mgsparse.optim import Optimizer, clip_grad_norm_
 from mgsparse.sparse import SparseTensor, as_operand
 
 
@@ -88,23 +88,6 @@ def logits(problem: PartProblem, model: Module) -> Tensor:
     return model(problem.features, problem.norm_adj)
 
 
-def train_step(problem: PartProblem, model: Module, optimizer: Optimizer,
-               clip: float | None) -> tuple[float, float]:
-    """Forward, this rank's loss share, backward, gradient sum over ranks, clip, step.
-    Returns (global loss, pre-clip global gradient norm) — equal on every rank."""
-    p = problem
-    model.train()
-    loss = masked_loss_sum(logits(p, model), p.y, p.masks["train"], p.totals["train"])
-    optimizer.zero_grad()
-    loss.backward()
-    params = model.parameters()
-    total_loss = allreduce_grads(p.comm, params, float(loss.data))
-    grad_norm = clip_grad_norm_(params, clip if clip else np.inf)
-    if np.isfinite(total_loss) and np.isfinite(grad_norm):
-        optimizer.step()
-    return total_loss, float(grad_norm)
-
-
 def allreduce_grads(comm: Comm, params: list, loss: float) -> float:
     """Sum every gradient and the loss over ranks in one Allreduce (one float64 buffer);
     returns the summed loss. Every rank then holds the same gradients."""
@@ -133,38 +116,6 @@ def evaluate(problem: PartProblem, model: Module) -> dict[str, float]:
     n = {k: max(v, 1) for k, v in p.totals.items()}
     return {"val_loss": s[0] / n["val"], "train_acc": s[1] / n["train"],
             "val_acc": s[2] / n["val"], "test_acc": s[3] / n["test"]}
-
-
-class DistributedTrainer:
-    """One rank's model and optimizer bound to its part: `train_step()` and `evaluate()`,
-    to be called on every rank, every epoch, in the same order."""
-
-    def __init__(self, problem: PartProblem, model: Module, optimizer: Optimizer,
-                 clip: float | None):
-        self.problem, self.model, self.optimizer, self.clip = problem, model, optimizer, clip
-
-    def train_step(self) -> tuple[float, float]:
-        return train_step(self.problem, self.model, self.optimizer, self.clip)
-
-    def evaluate(self) -> dict[str, float]:
-        return evaluate(self.problem, self.model)
-
-
-def build_trainer(config: Config, root: str | Path, comm: Comm,
-                  dtype: Any = np.float32) -> DistributedTrainer:
-    """A rank's trainer from a config (GCN only) and a partition folder. Every rank seeds its
-    model alike, so all start from the same parameters."""
-    from mgsparse.run.build import build_model, build_optimizer  # the single-process builders
-
-    m = config.model
-    if m.kind != "gcn" or m.learn_edge_weight:
-        raise ConfigError("distributed training supports model.kind gcn without "
-                          "learn_edge_weight")
-    problem = load_problem(root, comm, config.sparse.sparsity_threshold, dtype)
-    model = build_model(m, problem.num_features, problem.num_classes,
-                        np.random.default_rng(config.train.seed))
-    return DistributedTrainer(problem, model, build_optimizer(config.optim, model),
-                              config.train.grad_clip_norm)
 
 
 def exchange_widths(config: Config, num_classes: int) -> list[int]:

@@ -49,16 +49,17 @@ class StackedModel(Module):
     Subclasses build their layers and call `stack(layers, x, *args)` in `forward`; each layer
     is called as `layer(dropout(x), *args)`.
 
-    Dropout masks are keyed (`keyed_dropout`): entry (node, feature) of layer i in the t-th
+    Dropout masks are drawn from `rng` in order, the cheapest way. With `keyed_masks=True`
+    they are keyed instead (`keyed_dropout`): entry (node, feature) of layer i in the t-th
     training forward is kept or dropped by a hash of (key, t, i, node_ids[node], feature), so
     a graph split over ranks — each rank's model given its rows' global `node_ids` — draws
     the same masks as one process. The key is drawn from `rng` at the first training forward
-    (after the initialisation, which is therefore unchanged). `keyed_masks=False` draws
-    from `rng` in order instead.
+    (after the initialisation, which is therefore unchanged). Hashing costs several times
+    what drawing random bytes does, hence not the default.
     """
 
     def __init__(self, dropout: float, activation: str, rng: np.random.Generator | None,
-                 keyed_masks: bool = True):
+                 keyed_masks: bool = False):
         super().__init__()
         self.rng = rng if rng is not None else np.random.default_rng()
         self.p, self.act_name = float(dropout), activation

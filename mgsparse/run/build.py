@@ -25,8 +25,10 @@ def build_model(m: ModelConfig, num_features: int, num_outputs: int, rng: np.ran
     if options.get("learn_edge_weight"):
         options["edge_index"] = edge_index
     cls = getattr(mgsparse.nn, facts.builder)
-    return cls(num_features, m.hidden, num_outputs, layers=m.layers, dropout=m.dropout,
-               activation=m.activation, rng=rng, **options)
+    model = cls(num_features, m.hidden, num_outputs, layers=m.layers, dropout=m.dropout,
+                activation=m.activation, rng=rng, **options)
+    model.keyed_masks = m.keyed_dropout  # hashed masks: what a partitioned run draws
+    return model
 
 
 def first_layer_parameters(model: Module) -> list:

@@ -21,7 +21,7 @@ from mgsparse.config import Config
 from mgsparse.engine import Tensor
 from mgsparse.nn.module import Module
 from mgsparse.optim import Optimizer, clip_grad_norm_
-from mgsparse.run.budget import budget_bytes, check_epoch
+from mgsparse.run.budget import check_epoch
 from mgsparse.run.build import build_optimizer
 from mgsparse.run.monitor import EpochMemory, MemoryReport, finite, run_nbytes, trace_step
 from mgsparse.run.task import Batch, Task, shuffle_generator
@@ -127,13 +127,16 @@ class TrainResult:
 
 
 def train_epoch(model: Module, optimizer: Optimizer, batches: Iterable[Batch],
-                clip: float | None) -> tuple[float, float]:
+                clip: float | None,
+                reduce: Callable[[list, float], float] | None = None) -> tuple[float, float]:
     """Every step of one epoch: forward, loss, backward, clip, optimizer step.
 
     Returns (loss, gradient norm): the loss averaged over every target of the epoch (the one
     step's loss in full batch) and the largest pre-clip norm among the steps, the one the
     clipping alarm cares about. A non-finite step ends the epoch at once without an update
-    and is returned as is (the loop calls it divergence).
+    and is returned as is (the loop calls it divergence). `reduce(params, loss)`, if given,
+    runs between backward and clipping and returns the loss to report: a partitioned run
+    sums gradients and loss shares over its ranks there.
     """
     model.train()
     params = model.parameters()
@@ -142,8 +145,8 @@ def train_epoch(model: Module, optimizer: Optimizer, batches: Iterable[Batch],
         loss, num_targets = batch()
         optimizer.zero_grad()
         loss.backward()
+        last = float(loss.data) if reduce is None else reduce(params, float(loss.data))
         grad_norm = float(clip_grad_norm_(params, clip if clip else np.inf))
-        last = float(loss.data)
         if not (finite(last) and finite(grad_norm)):
             return last, grad_norm
         optimizer.step()
@@ -187,11 +190,12 @@ def _epochs(config: Config, task: Task, model: Module, optimizer: Optimizer, run
     """The epochs of one run, recorded into `run` as they finish."""
     shuffle, clip = shuffle_generator(run.seed), config.train.grad_clip_norm
     best_loss, since_best, patience = np.inf, 0, config.train.patience
-    budget = budget_bytes(config.monitor)
+    budget = task.memory_budget()
     for epoch in range(1, config.train.epochs + 1):
         t0 = time.perf_counter()
         traced = memory.begin(epoch)
-        loss, grad_norm = train_epoch(model, optimizer, task.batches(model, shuffle), clip)
+        loss, grad_norm = train_epoch(model, optimizer, task.batches(model, shuffle), clip,
+                                      task.reduce_gradients)
         t1 = time.perf_counter()
         scores = task.evaluate(model)
         held, peak = (memory.end(run_nbytes(task.operands().values(), model, optimizer))

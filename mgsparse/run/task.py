@@ -74,6 +74,15 @@ class Task(ABC):
         """Store operand `name` sparse from now on (same values); `reason` joins the placement."""
         raise NotImplementedError(f"{type(self).__name__} has no sparse form of {name}")
 
+    # A task may collect across processes (a partitioned run) or bound its own memory: the
+    # loop asks these two, whose defaults are a single process under the config's budget.
+    reduce_gradients: Callable[[list, float], float] | None = None
+
+    def memory_budget(self) -> int | None:
+        """Bytes the 80% rule of `mgsparse.run.budget` holds each traced epoch to."""
+        from mgsparse.run.budget import budget_bytes
+        return budget_bytes(self.config.monitor)
+
     def restore(self, state: dict[str, np.ndarray]) -> Module:
         """The model of a finished run, from its saved parameters, in eval mode."""
         model = self.build_model(np.random.default_rng(0))

@@ -76,7 +76,7 @@ def test_gcn_on_a_row_subset_drops_the_rows_of_the_full_model():
     seen = {}
     for name, rows in (("full", None), ("part", ids)):
         model = GCN(5, 4, 3, rng=np.random.default_rng(0))
-        model.node_ids = rows
+        model.keyed_masks, model.node_ids = True, rows
         model.convs[0].forward = lambda h, adj, edge_weight=None, n=name: seen.setdefault(
             n, h.data) @ np.zeros((5, 3), np.float32)
         model.stack(model.convs[:1], x if rows is None else Tensor(x.data[rows]), None)
