@@ -10,9 +10,10 @@ from mgsparse.bench.dense_vs_sparse import (
     Equivalence,
     RepresentationResult,
     bench_config,
-    dense_vs_sparse,
 )
 from mgsparse.bench.sweep import SweepPoint, SweepResult, parse_scale, scale_sweep
 
+# The comparison itself is `mgsparse.bench.dense_vs_sparse.dense_vs_sparse`: re-exported here
+# it would hide the module of the same name.
 __all__ = ["DenseVsSparseResult", "Equivalence", "RepresentationResult", "SweepPoint",
-           "SweepResult", "bench_config", "dense_vs_sparse", "parse_scale", "scale_sweep"]
+           "SweepResult", "bench_config", "parse_scale", "scale_sweep"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from mgsparse.bench.dense_vs_sparse import DenseVsSparseResult, bench_config, dense_vs_sparse
@@ -23,9 +23,12 @@ def run_benchmark(dense_vs_sparse_: bool, dataset: str | None, config_path: Path
                   overrides: Sequence[str], scale: str | None, repeat: int, warmup: int,
                   budget_mb: float, tolerance: float, json_path: Path | None = None,
                   plot_path: Path | None = None, progress: Progress | None = None,
-                  download_progress=None) -> DenseVsSparseResult | SweepResult:
+                  download_progress=None,
+                  draw: Callable[[SweepResult, Path], object] | None = None,
+                  ) -> DenseVsSparseResult | SweepResult:
     """Dense vs sparse on one graph, or (`scale`) the sweep over synthetic sizes; the
-    results are written as JSON and the sweep drawn as PNG where asked."""
+    results are written as JSON where asked, and the sweep handed to `draw` (the caller's
+    picture, `mgsparse.plots.plot_sweep`: bench sits below plots) with `plot_path`."""
     if not dense_vs_sparse_:
         raise ConfigError("choose a benchmark: --dense-vs-sparse")
     if plot_path is not None and scale is None:
@@ -34,9 +37,6 @@ def run_benchmark(dense_vs_sparse_: bool, dataset: str | None, config_path: Path
     config = bench_config(dataset, config_path, overrides)
     check_output(json_path, "--json")
     check_output(plot_path, "--plot")
-    if plot_path is not None:
-        from mgsparse.plots import require_matplotlib
-        require_matplotlib()  # fail before a sweep of minutes, not after it
     if sizes is not None:
         result = scale_sweep(config, sizes, repeat, warmup, budget_mb, tolerance, progress)
     else:
@@ -47,7 +47,6 @@ def run_benchmark(dense_vs_sparse_: bool, dataset: str | None, config_path: Path
             json_path.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
         except OSError as err:
             raise DataError(f"cannot write {json_path}: {err.strerror or err}") from None
-    if plot_path is not None:
-        from mgsparse.plots import plot_sweep
-        plot_sweep(result, plot_path)
+    if plot_path is not None and draw is not None:
+        draw(result, plot_path)
     return result

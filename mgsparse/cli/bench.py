@@ -53,11 +53,16 @@ def bench(
                                              "exit 1 without it)"),
 ) -> None:
     """Benchmark the sparse engine against dense operands on the same GCN training step."""
+    from mgsparse import plots  # matplotlib itself only when a picture is drawn
+
     try:
+        if plot_path is not None and scale is not None:
+            plots.require_matplotlib()  # fail before a sweep of minutes, not after it
         with download_bar() as downloads:
             result = run_benchmark(dense_vs_sparse, dataset, config_path, set_, scale, repeat,
                                    warmup, budget_mb, tolerance, json_path, plot_path,
-                                   progress=_status, download_progress=downloads)
+                                   progress=_status, download_progress=downloads,
+                                   draw=plots.plot_sweep)
     except MgsparseError as e:
         fail(e)
     if isinstance(result, SweepResult):

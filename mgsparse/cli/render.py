@@ -138,9 +138,9 @@ def comparison_table(r: DenseVsSparseResult) -> Table:
                         f"Â nnz {r.adjacency_nnz:,} ({_pct(s.adjacency_stored_fraction)}), "
                         f"X nnz {r.feature_nnz:,} ({_pct(s.feature_stored_fraction)}); "
                         f"median of {r.repeat} steps after {r.warmup} warm-up")
-    for column in ("", "median ms", "IQR ms", "peak MB", "est. MB", "step MB", "operands MB",
-                   "RSS MB"):
-        table.add_column(column, justify="left" if not column else "right")
+    for column in ("", "median\nms", "IQR\nms", "peak\nMB", "est.\nMB", "step\nMB",
+                   "operands\nMB", "RSS\nMB"):
+        table.add_column(column, justify="left" if not column else "right", no_wrap=True)
     for row in (s, d):
         table.add_row(row.representation, _ms(row.step_ms_median), _ms(row.step_ms_iqr),
                       _mb2(row.traced_peak_bytes), _mb2(row.estimate_bytes),

@@ -38,26 +38,36 @@ EXIT_INTERRUPTED = 130  # the shell's convention for a run ended by SIGINT
 EXIT_TERMINATED = 143  # ... and by SIGTERM (128 + 15)
 
 
-@contextmanager
-def _signals_end_epoch() -> Iterator[list]:
+class _Signals:
     """Ctrl-C or SIGTERM asks the run to stop after the current epoch; a second one aborts
-    the epoch at once. Either way what the run wrote is kept. Yields [signal or None]."""
-    received: list = [None]
+    the epoch at once. Once training is over (`finishing`), further signals are ignored
+    until the results are written and the summary printed: what the run did is kept."""
 
-    def handler(signum, frame):
-        if received[0] is not None:
-            raise KeyboardInterrupt
-        received[0] = signum
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.finishing = False
+
+    def handler(self, signum, frame) -> None:
         name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+        if self.finishing:
+            err_console.print(f"[yellow]{name}: writing what the run produced first[/]")
+            return
+        if self.received is not None:
+            raise KeyboardInterrupt
+        self.received = signum
         err_console.print(f"[yellow]{name}: stopping after this epoch (again to abort)[/]")
 
+
+@contextmanager
+def _signals_end_epoch() -> Iterator[_Signals]:
+    state = _Signals()
     try:
-        previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        previous = {s: signal.signal(s, state.handler) for s in (signal.SIGINT, signal.SIGTERM)}
     except ValueError:  # not the main thread (e.g. inside a test runner thread)
-        yield received
+        yield state
         return
     try:
-        yield received
+        yield state
     finally:
         for s, old in previous.items():
             signal.signal(s, old)
@@ -102,20 +112,20 @@ def train(
         for event in task.budget_events:
             warn(event.message)
         display = TrainDisplay(config, task.densities, enabled=not (quiet or as_json))
-        with _signals_end_epoch() as received, display:
-            result = fit(config, task, on_epoch=display.on_epoch, on_run_end=writer,
-                         should_stop=lambda: received[0] is not None)
-        if memory_report:
-            result.memory_report = measure_memory(config, task)
-        writer(result)
-        if plot and writer.error is None:
-            saved = plots.save_training_plot(result, task, plot)
-            err_console.print(f"pictures of the run: {saved}", markup=False)
+        with _signals_end_epoch() as signals:
+            with display:
+                result = fit(config, task, on_epoch=display.on_epoch, on_run_end=writer,
+                             should_stop=lambda: signals.received is not None)
+            signals.finishing = True
+            if memory_report:
+                result.memory_report = measure_memory(config, task)
+            writer(result)
+            if plot and writer.error is None:
+                saved = plots.save_training_plot(result, task, plot)
+                err_console.print(f"pictures of the run: {saved}", markup=False)
+            _report(result, as_json, memory_report, signals.received, writer.error)
     except MgsparseError as e:
         fail(e)
-    _report(result, as_json, memory_report, received[0])
-    if writer.error is not None:  # the summary above is all that is left of the run
-        fail(writer.error)
 
 
 def _train_partitioned(config, partitions: Path, writer, silent: bool, as_json: bool) -> None:
@@ -131,9 +141,7 @@ def _train_partitioned(config, partitions: Path, writer, silent: bool, as_json: 
     if rank != 0:
         return
     writer(result)
-    _report(result, as_json, False, None)
-    if writer.error is not None:
-        fail(writer.error)
+    _report(result, as_json, False, None, writer.error)
 
 
 class _Writer:
@@ -152,7 +160,7 @@ class _Writer:
             self.error = MgsparseError(f"{e} (the summary above was not saved)")
 
 
-def _report(result, as_json: bool, memory_report: bool, signum) -> None:
+def _report(result, as_json: bool, memory_report: bool, signum, write_error=None) -> None:
     if as_json:
         typer.echo(json.dumps(metrics_dict(result)["summary"]))
     else:
@@ -162,6 +170,8 @@ def _report(result, as_json: bool, memory_report: bool, signum) -> None:
     for run in result.runs:
         if run.message:
             warn(run.message)
+    if write_error is not None:  # the summary above is all that is left of the run
+        fail(write_error)
     if result.failed:
         raise typer.Exit(1)
     if result.interrupted:

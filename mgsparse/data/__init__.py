@@ -64,7 +64,7 @@ def load_dataset(name: str, root: str | Path | None = None, split: str = "public
     if split not in transforms.SPLITS:
         raise ConfigError(f"unknown split {split!r}; expected one of "
                           f"{', '.join(transforms.SPLITS)}")
-    if key not in KNOWN_DATASETS:
+    if key not in DATASETS or DATASETS[key].kind != "graph":
         raise ConfigError(f"unknown dataset {name!r}; known: {', '.join(KNOWN_DATASETS)}")
     source = DATASETS[key].source
     if source == "planetoid":

@@ -9,16 +9,15 @@ import numpy as np
 import pytest
 
 from mgsparse import SparseTensor, Tensor, gradcheck
+from mgsparse.checks import CASES
 from mgsparse.config import load_config
 from mgsparse.data.synthetic import sbm
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn import functional as F
-from mgsparse.checks import CASES
 from mgsparse.nn.conv import normalized_adjacency
 from mgsparse.nn.models import GCN
 from mgsparse.optim import Adam
-from mgsparse.problem import build_model, load_graph, prepare
-from mgsparse.train import fit
+from mgsparse.run import fit, make_task
 
 KARATE = Path(__file__).resolve().parents[2] / "configs" / "karate.yaml"
 
@@ -87,12 +86,12 @@ def test_learning_edge_weights_needs_the_edges():
 def test_config_flag_builds_and_trains_a_learned_weight_gcn():
     config = load_config(KARATE, ("model.learn_edge_weight=true", "train.epochs=20",
                                   "monitor.memory=false"))
-    problem = prepare(config, load_graph(config.dataset))
-    model = build_model(config.model, problem, np.random.default_rng(0))
-    assert model.edge_weight.shape == (problem.edge_index.shape[1],) == (156,)
-    result = fit(config, problem)
+    task = make_task(config)
+    model = task.build_model(np.random.default_rng(0))
+    assert model.edge_weight.shape == (task.edge_index.shape[1],) == (156,)
+    result = fit(config, task)
     assert result.runs[0].rows[-1].epoch == 20
-    plain = build_model(load_config(KARATE).model, problem, np.random.default_rng(0))
+    plain = make_task(load_config(KARATE)).build_model(np.random.default_rng(0))
     assert plain.edge_weight is None
 
 

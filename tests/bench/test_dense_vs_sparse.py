@@ -1,20 +1,21 @@
 """The dense-vs-sparse bench as a library: equivalence, what the memory figures count, the
-dense budget guard, the settings checks and the step timer.
+dense budget guard and the settings checks.
 No timing is asserted: only figures that do not depend on the machine's load."""
 
 from __future__ import annotations
 
+import importlib
 import json
-import subprocess
-import sys
-import time
 
 import numpy as np
 import pytest
 
-from mgsparse import bench
 from mgsparse.errors import ConfigError
-from mgsparse.problem import load_graph
+
+# the module: `mgsparse.bench.dense_vs_sparse` as an attribute is the function of that name
+bench = importlib.import_module("mgsparse.bench.dense_vs_sparse")
+from mgsparse.run import GraphTask, load_graph
+from mgsparse.sparse import SparseTensor
 
 
 def synthetic(num_nodes: int = 300, **dataset):
@@ -115,7 +116,7 @@ def test_json_holds_every_figure(karate_result):
 
 def test_a_single_comparison_is_refused_over_the_budget(monkeypatch):
     """Karate's dense step is tiny; a budget of 1 kB refuses it before anything is built."""
-    monkeypatch.setattr(bench, "sparse_problem", lambda *a: pytest.fail("work was done"))
+    monkeypatch.setattr(bench, "sparse_task", lambda *a: pytest.fail("work was done"))
     config = bench.bench_config("karate")
     with pytest.raises(ConfigError) as info:
         bench.dense_vs_sparse(config, load_graph(config.dataset), memory_budget_mb=0.001)
@@ -129,7 +130,7 @@ def test_a_single_comparison_is_refused_over_the_budget(monkeypatch):
 
 
 @pytest.mark.parametrize("dataset, needle", [
-    ("coraa", "dataset.name"),
+    ("coraa", "dataset.name .*did you mean 'cora'"),
     ("moons", "has no graph to bench"),
 ])
 def test_a_bad_dataset_is_a_usage_error(dataset, needle):
@@ -138,8 +139,11 @@ def test_a_bad_dataset_is_a_usage_error(dataset, needle):
 
 
 def test_only_a_gcn_is_benched():
-    with pytest.raises(ConfigError, match="runs a GCN step"):
-        bench.bench_config("karate", overrides=["model.kind=mlp"])
+    for kind in ("mlp", "gat", "sage"):
+        with pytest.raises(ConfigError, match=f"a GCN without learned edge weights.*'{kind}'"):
+            bench.bench_config("karate", overrides=[f"model.kind={kind}"])
+    with pytest.raises(ConfigError, match="a GCN without learned edge weights"):
+        bench.bench_config("karate", overrides=["model.learn_edge_weight=true"])
 
 
 @pytest.mark.parametrize("kwargs", [{"repeat": 0}, {"warmup": -1}, {"tolerance": 0.0},
@@ -150,23 +154,25 @@ def test_bad_settings_are_refused_before_any_work(kwargs):
         bench.dense_vs_sparse(config, load_graph(config.dataset), **kwargs)
 
 
-def test_the_library_loads_no_cli_no_matplotlib_and_not_the_sweep_built_on_it():
-    probe = ("import json, sys, mgsparse.bench; print(json.dumps(sorted(m for m in sys.modules "
-             "if m.split('.')[0] in ('typer', 'rich', 'matplotlib') or m.startswith('mgsparse.cli') "
-             "or m == 'mgsparse.sweep')))")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          check=False, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == []
+# ---------------------------------------------------------------- placing
 
 
-def test_the_step_timer_times_repeat_calls_after_warmup_untimed_ones():
-    calls = []
+def test_the_bench_places_both_operands_sparse_then_copies_them_each_way():
+    config = bench.bench_config("karate")  # Â is dense at the config's threshold ...
+    base = bench.sparse_task(config, load_graph(config.dataset))
+    assert isinstance(base, GraphTask)  # ... but the bench starts from sparse
+    assert isinstance(base.operand, SparseTensor) and isinstance(base.features, SparseTensor)
+    sparse = bench.place(base, "sparse")
+    assert isinstance(sparse.operand, SparseTensor)
+    assert sparse.operand.values.data is not base.operand.values.data  # own copy, own bytes
+    dense = bench.place(base, "dense")
+    np.testing.assert_array_equal(dense.operand.data, base.operand.to_scipy("csr").toarray())
+    np.testing.assert_array_equal(dense.features.data, base.features.to_scipy("csr").toarray())
+    assert base.operand.shape == (34, 34)  # the base is left as it was
 
-    def nap():
-        calls.append(len(calls))
-        time.sleep(0.005)
 
-    times = bench.time_ms(nap, repeat=3, warmup=2)
-    assert len(calls) == 5 and len(times) == 3
-    assert all(5 <= t < 1_000 for t in times)  # a 5 ms nap reads as >= 5, so milliseconds
+def test_compare_gradients_is_relative_to_the_dense_side():
+    g = {"w": np.array([1.0, -4.0])}
+    eq = bench.compare_gradients((2.0, {"w": np.array([1.0, -4.2])}), (2.0, g), 0.1)
+    assert eq.grad_rel_diff == {"w": pytest.approx(0.05)} and eq.loss_rel_diff == 0
+    assert eq.passed and not bench.compare_gradients((2.0, {"w": g["w"] * 2}), (2.0, g), 0.1).passed

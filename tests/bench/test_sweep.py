@@ -1,22 +1,20 @@
 """The scaling sweep as a library: the dense budget guard at each size, the JSON schema, the
-log-log growth-exponent fit, the --scale parser and the sweep plot.
+log-log growth-exponent fit and the --scale parser (its plot: tests/test_plots.py).
 No timing is asserted: only figures that do not depend on the machine's load."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from mgsparse import bench, sweep
-from mgsparse.errors import ConfigError, MgsparseError
+from mgsparse.bench import sweep
+from mgsparse.errors import ConfigError
 
-needs_matplotlib = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,
-                                      reason="matplotlib not installed")
+# the module: `mgsparse.bench.dense_vs_sparse` as an attribute is the function of that name
+bench = importlib.import_module("mgsparse.bench.dense_vs_sparse")
 
 
 # ---------------------------------------------------------------- the sweep
@@ -112,34 +110,3 @@ def test_a_bad_scale_is_a_one_line_usage_error(text, needle):
         sweep.parse_scale(text)
     assert needle in str(info.value) and "\n" not in str(info.value)
     assert info.value.exit_code == 2
-
-
-
-
-def test_the_sweep_loads_no_cli_and_no_matplotlib():
-    """matplotlib is imported by `plot_sweep` only, when a picture is asked for."""
-    probe = ("import json, sys, mgsparse.sweep; print(json.dumps(sorted(m for m in sys.modules "
-             "if m.split('.')[0] in ('typer', 'rich', 'matplotlib') or m.startswith('mgsparse.cli'))))")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          check=False, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == []
-
-
-# ---------------------------------------------------------------- plot
-
-
-@needs_matplotlib
-def test_sweep_plot_is_a_png(small_sweep, tmp_path):
-    path = sweep.plot_sweep(small_sweep, tmp_path / "sweep.png")
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    assert len(data) > 20_000  # two panels with axes, lines and labels
-
-
-def test_without_matplotlib_the_plot_says_how_to_install_it(small_sweep, tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # `import` now fails
-    with pytest.raises(MgsparseError) as info:
-        sweep.plot_sweep(small_sweep, tmp_path / "sweep.png")
-    assert "pip install 'mgsparse[plot]'" in str(info.value)
-    assert not (tmp_path / "sweep.png").exists()

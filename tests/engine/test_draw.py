@@ -1,4 +1,4 @@
-"""to_dot and summarize: op counts per use, labels, escaping, DOT that parses, the size limit."""
+"""engine.draw: to_dot and summarize: op counts per use, labels, escaping, DOT that parses, the size limit."""
 
 import re
 import shutil
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from mgsparse.engine import Function, Tensor, Value
+from mgsparse.engine.draw import summarize, to_dot
 from mgsparse.errors import MgsparseError
-from mgsparse.viz import summarize, to_dot
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None,
                                reason="Graphviz `dot` not installed (apt-get install graphviz)")
@@ -39,7 +39,7 @@ def _parse_with_dot(text):
 
 
 class FakeSparse:
-    """Anything with `nnz` and `shape` is drawn as sparse (viz never imports mgsparse.sparse)."""
+    """Anything with `nnz` and `shape` is drawn as sparse (draw never imports mgsparse.sparse)."""
 
     def __init__(self, dense, values):
         self.dense, self.shape, self.values = dense, dense.shape, values
