@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mgsparse.engine import Tensor, Value, concatenate, stack
+from mgsparse.engine.ops import keep_mask
 
 SIZES = {"small": (3, 4), "medium": (12, 16)}  # (n, m) of a dense operand
 KINK_MARGIN = 0.1  # inputs stay this far from kinks (relu at 0, clip bounds)
@@ -70,7 +71,7 @@ def _positive(rng: np.random.Generator, shape: tuple) -> Tensor:
 
 def _keep(shape: tuple, p: float = 0.5, seed: int = 7) -> np.ndarray:
     """The inverted-dropout scaling `Tensor.dropout` draws from default_rng(seed)."""
-    return (np.random.default_rng(seed).random(shape) >= p) / (1 - p)
+    return keep_mask(shape, p, np.random.default_rng(seed)) / (1 - p)
 
 
 # ---------------------------------------------------------------- scalar references

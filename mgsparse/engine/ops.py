@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mgsparse.engine import parallel
 from mgsparse.engine.tensor import Function
 from mgsparse.errors import ShapeError
 
@@ -224,6 +225,41 @@ class Clip(Function):
         return g * ctx.saved_tensors[0], None, None
 
 
+def keep_mask(shape: tuple, p: float, rng: np.random.Generator) -> np.ndarray:
+    """A boolean keep mask, each entry False with probability p, drawn from random bits.
+
+    A float uniform per element costs more than the multiply it gates, so: p = 0.5 takes one
+    random bit per element; p a multiple of 1/256 one random byte against a threshold (exact);
+    any other p one 16-bit word against round(65536·p), i.e. p to the nearest 1/65536
+    (|error| ≤ 7.7e-6). Dropout still scales by exactly 1/(1-p), as PyTorch does.
+    """
+    n = int(np.prod(shape))
+    if p == 0.5:
+        bits = np.unpackbits(np.frombuffer(rng.bytes(-(-n // 8)), np.uint8), count=n)
+        return bits.view(np.bool_).reshape(shape)
+    if p * 256 == int(p * 256):
+        return (np.frombuffer(rng.bytes(n), np.uint8) >= int(p * 256)).reshape(shape)
+    words = np.frombuffer(rng.bytes(2 * n), np.uint16)  # native byte order
+    return (words >= min(round(p * 65536), 65535)).reshape(shape)
+
+
+class Dropout(Function):
+    @staticmethod
+    def forward(ctx, x, keep, scale):
+        ctx.save_for_backward(keep)  # bool: a quarter of a float32 multiplier's bytes
+        ctx.scale = x.dtype.type(scale)
+        out = np.multiply(x, ctx.scale)
+        out *= keep  # mask and scale in two in-place passes, no float mask
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g·keep·scale, scale = 1/P(keep)."""
+        dx = np.multiply(g, ctx.scale)
+        dx *= ctx.saved_tensors[0]
+        return dx, None, None
+
+
 class Cast(Function):
     @staticmethod
     def forward(ctx, x, dtype):
@@ -380,7 +416,7 @@ class MatMul(Function):
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
         try:
-            return np.matmul(a, b)
+            return parallel.matmul(a, b)  # 2-d × 2-d in row blocks on every core
         except ValueError:
             raise ShapeError(f"matmul: shapes {a.shape} and {b.shape} are not aligned") from None
 
@@ -388,12 +424,15 @@ class MatMul(Function):
     def backward(ctx, g):
         """da = g·bᵀ, db = aᵀ·g (1-d operands promoted, batch axes summed back)."""
         a, b = ctx.saved_tensors
+        need_a, need_b = ctx.needs_input_grad
+        if a.ndim == 2 and b.ndim == 2:  # x·W, the hot path: row blocks, thread-count exact
+            return (parallel.matmul(g, b.T) if need_a else None,
+                    parallel.matmul_tn(a, g) if need_b else None)
         a2 = a[None, :] if a.ndim == 1 else a
         b2 = b[:, None] if b.ndim == 1 else b
         # g in the promoted (..., n, m) shape: restores the axes numpy dropped for 1-d operands
         batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
         g2 = g.reshape(batch + (a2.shape[-2], b2.shape[-1]))
-        need_a, need_b = ctx.needs_input_grad
         da = unbroadcast(g2 @ np.swapaxes(b2, -1, -2), a2.shape).reshape(a.shape) if need_a else None
         db = unbroadcast(np.swapaxes(a2, -1, -2) @ g2, b2.shape).reshape(b.shape) if need_b else None
         return da, db

@@ -249,14 +249,16 @@ class Tensor:
     def flatten(self): return self.reshape(-1)
 
     def dropout(self, p: float, training: bool = True, rng: np.random.Generator | None = None):
-        """Inverted dropout: zero each entry with probability p, scale the rest by 1/(1-p)."""
+        """Inverted dropout: zero each entry with probability p, scale the rest by 1/(1-p).
+
+        The mask comes from random bits (see `ops.keep_mask` for the precision p gets).
+        """
         if not 0 <= p < 1:
             raise HyperparameterError(f"dropout probability must be in [0, 1), got {p}")
         if not training or p == 0:
             return self
         rng = rng if rng is not None else np.random.default_rng()
-        keep = (rng.random(self.shape) >= p).astype(self.dtype) / self.dtype.type(1 - p)
-        return self * keep
+        return ops.Dropout.apply(self, ops.keep_mask(self.shape, p, rng), 1.0 / (1.0 - p))
 
     def argmax(self, axis=-1) -> np.ndarray: return self.data.argmax(axis=axis)
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mgsparse.engine import Tensor
+from mgsparse.engine.ops import keep_mask
 from mgsparse.sparse import graph, ops
 from mgsparse.sparse import reference as ref
 from mgsparse.sparse.tensor import SparseTensor
@@ -190,7 +191,7 @@ def _dropout(A: SparseTensor) -> SparseTensor:
 
 def _keep(A: SparseTensor) -> np.ndarray:
     """The dropout scaling per stored entry, drawn exactly as `sparse_dropout` draws it."""
-    return (np.random.default_rng(7).random(A.nnz) >= 0.5) / 0.5
+    return keep_mask((A.nnz,), 0.5, np.random.default_rng(7)) / 0.5
 
 
 # ---------------------------------------------------------------- the registry
