@@ -115,9 +115,11 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class SparseConfig:
-    """A matrix stays sparse while its density (nnz / size) is <= ``sparsity_threshold``."""
+    """A matrix stays sparse while its density (nnz / size) is <= ``sparsity_threshold``.
+    Kernels run on ``threads`` cores (None: $MGSPARSE_NUM_THREADS, else every core allowed)."""
 
     sparsity_threshold: float = _num(0.1, ge=0, le=1)
+    threads: int | None = _num(None, ge=1)
 
 
 @dataclass(frozen=True)
