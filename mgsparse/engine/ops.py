@@ -18,7 +18,9 @@ def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
     if grad.shape == shape:
         return grad
     extra = grad.ndim - len(shape)
-    if extra > 0:
+    if extra == 1 and grad.ndim == 2 and grad.dtype.kind == "f":  # a bias gradient
+        grad = parallel.column_sums(grad)
+    elif extra > 0:
         grad = grad.sum(axis=tuple(range(extra)))
     stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
     if stretched:

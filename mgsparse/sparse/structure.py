@@ -161,12 +161,30 @@ class Structure:
 
     def t_matmul(self, values: np.ndarray, dense: np.ndarray, constant: bool = False
                  ) -> np.ndarray:
-        """Aᵀ·dense, the backward of every sparse × dense product, on the transpose's CSR view.
+        """Aᵀ·dense, the backward of every sparse × dense product.
 
-        Its row blocks run in parallel (the CSC view of A would scatter into shared rows).
-        The permuted values it needs are cached for a `constant` A (see `CSRView.data`).
+        A gradient that is zero outside a few rows (a loss on the training nodes only, and
+        one hop back from it) takes only those rows of A: Aᵀ·G = Σ_{i: G[i] ≠ 0} A[i,:]ᵀ G[i].
+        Otherwise the transpose's CSR view runs in parallel row blocks (the CSC view of A
+        would scatter into shared rows); its permuted values are cached for a `constant` A.
         """
+        rows = parallel.sparse_rows(dense)
+        if rows is not None:
+            return self._t_matmul_rows(values, dense, rows, constant)
         return self.transposed().csr().matmul(values, dense, constant)
+
+    def _t_matmul_rows(self, values: np.ndarray, dense: np.ndarray, rows: np.ndarray,
+                       constant: bool) -> np.ndarray:
+        """Aᵀ·dense where dense is zero outside `rows`: A's CSR restricted to those rows."""
+        view = self.csr()
+        start, stop = view.indptr[rows], view.indptr[rows + 1]
+        counts = (stop - start).astype(np.int64)
+        indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        pos = np.repeat(start.astype(np.int64) - indptr[:-1], counts) + np.arange(indptr[-1])
+        sub = sp.csr_matrix((view.data(values, constant)[pos], view.indices[pos], indptr),
+                            shape=(len(rows), self.shape[1]))
+        return np.asarray(sub.T @ dense[rows])
 
     def keys(self) -> np.ndarray:
         """Row-major linear index row·cols + col of every entry (int64)."""

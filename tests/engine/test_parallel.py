@@ -69,7 +69,7 @@ def test_blocks_cover_the_rows_once_and_ignore_the_thread_count():
 # ---------------------------------------------------------------- exact for any thread count
 
 
-def _gcn_gradients(threads: int, n: int = 20_000, f: int = 64) -> list[np.ndarray]:
+def _gcn_gradients(threads: int, every: int, n: int = 20_000, f: int = 64) -> list[np.ndarray]:
     """Gradients of one dropout GCN step on a random graph with several row blocks."""
     set_num_threads(threads)
     rng = np.random.default_rng(0)
@@ -78,13 +78,14 @@ def _gcn_gradients(threads: int, n: int = 20_000, f: int = 64) -> list[np.ndarra
     adj = gcn_norm(SparseTensor.from_edge_index(edges, n))
     x = Tensor(rng.standard_normal((n, f)).astype(np.float32))
     model = GCN(f, 16, 5, rng=np.random.default_rng(1))
-    loss = F.cross_entropy(model(x, adj), rng.integers(0, 5, n), np.arange(0, n, 7))
+    loss = F.cross_entropy(model(x, adj), rng.integers(0, 5, n), np.arange(0, n, every))
     loss.backward()
     return [p.grad for p in model.parameters()]
 
 
-def test_gcn_gradients_are_bitwise_equal_on_one_and_three_threads():
-    one, three = _gcn_gradients(1), _gcn_gradients(3)
+@pytest.mark.parametrize("every", [7, 997])  # loss on 1 node in 7 / on 21 nodes (row-sparse)
+def test_gcn_gradients_are_bitwise_equal_on_one_and_three_threads(every):
+    one, three = _gcn_gradients(1, every), _gcn_gradients(3, every)
     assert len(one) == 4
     for a, b in zip(one, three):
         np.testing.assert_array_equal(a, b)
@@ -124,3 +125,32 @@ def test_dropout_scales_by_exactly_one_over_one_minus_p_and_replays_from_a_seed(
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
     assert set(np.unique(a)) == {0.0, np.float32(1 / 0.7)}
+
+
+# ---------------------------------------------------------------- gradients zero outside a few rows
+
+
+def _row_sparse(rng, rows: int, cols: int, nonzero: int) -> np.ndarray:
+    g = np.zeros((rows, cols))
+    g[rng.choice(rows, nonzero, replace=False)] = rng.standard_normal((nonzero, cols))
+    return g
+
+
+def test_row_sparse_gradients_take_the_short_paths_and_agree_with_the_dense_products(rng):
+    n = 3 * parallel.MIN_BLOCK_ROWS
+    g = _row_sparse(rng, n, 5, 40)
+    assert len(parallel.sparse_rows(g)) == 40
+    assert parallel.sparse_rows(rng.standard_normal((n, 5))) is None  # dense: the full path
+    a = rng.standard_normal((n, 64))
+    np.testing.assert_allclose(parallel.matmul_tn(a, g), a.T @ g, atol=1e-10)
+    A = SparseTensor(rng.integers(0, n, (2, 10 * n)), rng.standard_normal(10 * n), (n, n))
+    expected = A.to_scipy().T @ g
+    np.testing.assert_allclose(A._structure.t_matmul(A.values.data, g), expected, atol=1e-10)
+    np.testing.assert_allclose(A._structure.t_matmul(A.values.data, g[:, 0]), expected[:, 0],
+                               atol=1e-10)
+
+
+def test_column_sums_is_the_sum_over_rows(rng):
+    g = rng.standard_normal((5000, 7)).astype(np.float32)
+    np.testing.assert_allclose(parallel.column_sums(g), g.sum(axis=0, dtype=np.float64),
+                               rtol=1e-4)
