@@ -105,7 +105,7 @@ class FloorSide:
 
     def forward(self, training: bool):
         W1, b1, W2, b2 = self.params
-        Xd, k1 = self.drop(self.X) if training else (self.X, None)
+        Xd = self.drop(self.X)[0] if training else self.X
         Z1 = self.A @ (Xd @ W1) + b1
         R = np.maximum(Z1, 0)
         Rd, k2 = self.drop(R) if training else (R, None)

@@ -247,10 +247,11 @@ def keep_mask(shape: tuple, p: float, rng: np.random.Generator) -> np.ndarray:
 
 class Dropout(Function):
     @staticmethod
-    def forward(ctx, x, keep, scale):
+    def forward(ctx, x, keep, scale, out=None):
+        """out = x·keep·scale; `out`, if given, is a free buffer of x's shape to write into."""
         ctx.save_for_backward(keep)  # bool: a quarter of a float32 multiplier's bytes
         ctx.scale = x.dtype.type(scale)
-        out = np.multiply(x, ctx.scale)
+        out = np.multiply(x, ctx.scale, out=out)
         out *= keep  # mask and scale in two in-place passes, no float mask
         return out
 
@@ -259,7 +260,7 @@ class Dropout(Function):
         """dx = g·keep·scale, scale = 1/P(keep)."""
         dx = np.multiply(g, ctx.scale)
         dx *= ctx.saved_tensors[0]
-        return dx, None, None
+        return dx, None, None, None
 
 
 class Cast(Function):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -155,8 +156,8 @@ def nnz_blocks(indptr: np.ndarray) -> list[tuple[int, int]]:
     if count == 1 or nnz == 0:
         return [(0, num_rows)]
     cuts = np.searchsorted(indptr, np.linspace(0, nnz, count + 1)[1:-1]).tolist()
-    bounds = sorted(set([0, *cuts, num_rows]))
-    return list(zip(bounds[:-1], bounds[1:]))
+    bounds = sorted({0, *cuts, num_rows})
+    return list(itertools.pairwise(bounds))
 
 
 def run_blocks(fn: Callable[[int, int], Any], blocks: Sequence[tuple[int, int]]) -> list:
@@ -185,11 +186,15 @@ def sparse_rows(g: np.ndarray) -> np.ndarray | None:
 
     A loss on a few training nodes has a gradient that is zero on every other row, and a
     sparse product carries that one hop back per layer; the products below it then need
-    only those rows. The test is one pass over g, the saving most of the product.
+    only those rows. The test: count_nonzero (one vectorised read, no allocation) rules out
+    a dense g; then |g|·1 (a BLAS pass, 6x faster than g.any(axis=1)) marks the rows, NaN
+    counting as nonzero. The saving is most of the product.
     """
-    if g.ndim == 0 or len(g) < MIN_BLOCK_ROWS:
+    if g.ndim not in (1, 2) or len(g) < MIN_BLOCK_ROWS:
         return None
-    if g.ndim == 2:  # |g|·1 is a BLAS pass, 6x faster than g.any(axis=1); NaN != 0 stays in
+    if np.count_nonzero(g) > SPARSE_ROWS_MAX * g.size:
+        return None
+    if g.ndim == 2:
         g = np.abs(g) @ np.ones(g.shape[1], dtype=g.dtype)
     rows = np.flatnonzero(g)
     return rows if len(rows) <= SPARSE_ROWS_MAX * len(g) else None

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Tensor
+from mgsparse.engine.buffers import Buffers
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn.conv import GCNConv, normalized_adjacency
 from mgsparse.nn.layers import Linear
@@ -29,11 +30,13 @@ def get_activation(name: str) -> Callable[[Tensor], Tensor]:
     return ACTIVATIONS[name]
 
 
-def dropout(x: Tensor | SparseTensor, p: float, training: bool, rng: np.random.Generator):
-    """Dropout that keeps sparse features sparse (it drops stored values only)."""
+def dropout(x: Tensor | SparseTensor, p: float, training: bool, rng: np.random.Generator,
+            buffers: Buffers | None = None):
+    """Dropout that keeps sparse features sparse (it drops stored values only); a dense
+    input's output is written into a buffer reused from epoch to epoch."""
     if isinstance(x, SparseTensor):
         return sparse_dropout(x, p, training, rng)
-    return x.dropout(p, training, rng)
+    return x.dropout(p, training, rng, buffers)
 
 
 def _widths(in_features: int, hidden: int, out_features: int, layers: int) -> list[int]:
@@ -54,11 +57,12 @@ class StackedModel(Module):
         self.rng = rng if rng is not None else np.random.default_rng()
         self.p, self.act_name = float(dropout), activation
         self.act = get_activation(activation)
+        self.buffers = Buffers()  # dropout outputs, reused once the last step let go of them
 
     def stack(self, layers: ModuleList, x: Tensor | SparseTensor, *args: Any) -> Tensor:
         last = len(layers) - 1
         for i, layer in enumerate(layers):
-            x = layer(dropout(x, self.p, self.training, self.rng), *args)
+            x = layer(dropout(x, self.p, self.training, self.rng, self.buffers), *args)
             if i < last:
                 x = self.act(x)
         return x

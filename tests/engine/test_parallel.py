@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 
 from mgsparse import SparseTensor, Tensor
 from mgsparse.engine import parallel
+from mgsparse.engine.buffers import Buffers
 from mgsparse.engine.ops import keep_mask
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn import functional as F
@@ -60,7 +62,7 @@ def test_blocks_cover_the_rows_once_and_ignore_the_thread_count():
     for rows in (0, 1, 4095, 4097, 1_000_003):
         blocks = parallel.row_blocks(rows)
         assert blocks[0][0] == 0 and blocks[-1][1] == rows
-        assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(blocks))
     indptr = np.cumsum(np.r_[0, np.arange(50_000) % 7])
     cut = parallel.nnz_blocks(indptr)
     assert cut[0][0] == 0 and cut[-1][1] == 50_000 and len(cut) == 50_000 // 4096
@@ -154,3 +156,18 @@ def test_column_sums_is_the_sum_over_rows(rng):
     g = rng.standard_normal((5000, 7)).astype(np.float32)
     np.testing.assert_allclose(parallel.column_sums(g), g.sum(axis=0, dtype=np.float64),
                                rtol=1e-4)
+
+
+def test_dropout_buffers_are_reused_only_once_nothing_holds_them():
+    buffers = Buffers()
+    x = Tensor(np.ones((64, 8), dtype=np.float32), requires_grad=True)
+    first = x.dropout(0.5, rng=np.random.default_rng(0), buffers=buffers)
+    second = x.dropout(0.5, rng=np.random.default_rng(1), buffers=buffers)
+    assert second.data is not first.data  # `first` is alive: a new array
+    kept = first.data.copy()
+    first.sum().backward()
+    del first
+    third = x.dropout(0.5, rng=np.random.default_rng(0), buffers=buffers)
+    assert len(buffers._arrays) == 2 and any(third.data is a for a in buffers._arrays)
+    np.testing.assert_array_equal(third.data, kept)  # same seed, same values, reused array
+    assert not np.shares_memory(third.data, second.data)
