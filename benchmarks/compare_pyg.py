@@ -119,7 +119,8 @@ class PygSide:
         n = int(graph.num_nodes)
         self.adj = (to_torch_csr_tensor(edge_index, size=(n, n)) if adjacency == "csr"
                     else edge_index)
-        self.name = f"PyG ({adjacency}, {'sparse' if self.sparse_x else 'dense'} x)"
+        self.name = "PyG"
+        self.setup = f"{adjacency}, {'sparse' if self.sparse_x else 'dense'} x"
         self.y = torch.from_numpy(np.asarray(graph.y, dtype=np.int64))
         self.masks = [torch.from_numpy(np.asarray(m)) for m in
                       (graph.train_mask, graph.val_mask, graph.test_mask)]
@@ -162,7 +163,7 @@ def best_pyg(graph, seed: int, trials: int = 3) -> PygSide:
             side.epoch()
             times[id(side)].append(time.perf_counter() - t0)
     best = min(sides, key=lambda s: statistics.median(times[id(s)][1:]))
-    return PygSide(graph, seed, "csr" if "csr" in best.name else "edge_index")
+    return PygSide(graph, seed, "csr" if best.setup.startswith("csr") else "edge_index")
 
 
 SIDES = {"mgsparse": MgsparseSide, "pyg": best_pyg, "floor": FloorSide}
@@ -174,7 +175,8 @@ SIDES = {"mgsparse": MgsparseSide, "pyg": best_pyg, "floor": FloorSide}
 def alternate(graph, epochs: int, seed: int) -> dict[str, dict]:
     """Every side from `seed`, one epoch each in turn; times in ms, test acc at best val."""
     sides = [best_pyg(graph, seed), MgsparseSide(graph, seed), FloorSide(graph, seed)]
-    record = {s.name: {"ms": [], "best_val": -1.0, "test": 0.0} for s in sides}
+    record = {s.name: {"ms": [], "best_val": -1.0, "test": 0.0, "setup": getattr(s, "setup", "")}
+              for s in sides}
     for _ in range(epochs):
         for side in sides:
             t0 = time.perf_counter()
@@ -214,7 +216,7 @@ def probe(side_name: str, graph_name: str, nodes: int, epochs: int) -> dict:
     for _ in range(epochs):
         side.epoch()
     return {"rss_peak_above_graph": max(peak_rss() - before, 0), "graph_rss": before,
-            "hwm_reset": exact, "name": side.name}
+            "hwm_reset": exact, "setup": getattr(side, "setup", "")}
 
 
 def measure_memory(side_name: str, args, nodes: int, threads: int) -> dict:
@@ -242,10 +244,11 @@ def report(title: str, runs: list[dict]) -> None:
     print(f"  {'side':34}{'median ms':>11}{'IQR ms':>9}{'test acc':>10}")
     for name in names:
         med, iqr, acc = stats[name]
-        print(f"  {name:34}{med:>11.2f}{iqr:>9.2f}{acc:>10.2%}")
-    pyg = next(n for n in names if n.startswith("PyG"))
+        setups = sorted({r[name]["setup"] for r in runs} - {""})
+        label = f"{name} ({'; '.join(setups)})" if setups else name
+        print(f"  {label:34}{med:>11.2f}{iqr:>9.2f}{acc:>10.2%}")
     mgs = stats["mgsparse"][0]
-    print(f"  ratio mgsparse / {pyg}: {mgs / stats[pyg][0]:.3f}   "
+    print(f"  ratio mgsparse / PyG: {mgs / stats['PyG'][0]:.3f}   "
           f"mgsparse / numpy floor: {mgs / stats['numpy floor'][0]:.3f}")
 
 
@@ -290,7 +293,7 @@ def main() -> None:
             memory = {s: measure_memory(s, args, nodes, max(args.threads)) for s in ("pyg", "mgsparse")}
             pyg, mgs = memory["pyg"], memory["mgsparse"]
             print(f"  peak RSS above the loaded graph ({max(args.threads)} thread(s)): "
-                  f"{pyg['name']} {pyg['rss_peak_above_graph'] / MB:.0f} MB, mgsparse "
+                  f"PyG ({pyg['setup']}) {pyg['rss_peak_above_graph'] / MB:.0f} MB, mgsparse "
                   f"{mgs['rss_peak_above_graph'] / MB:.0f} MB, ratio "
                   f"{mgs['rss_peak_above_graph'] / max(pyg['rss_peak_above_graph'], 1):.3f} "
                   f"(graph itself {mgs['graph_rss'] / MB:.0f} MB)")

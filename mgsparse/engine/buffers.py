@@ -35,7 +35,8 @@ class Buffers:
         """An uninitialised array of `shape`, reused when a pooled one is free."""
         dtype = np.dtype(dtype)
         for a in self._arrays:
-            if a.shape == shape and a.dtype == dtype and sys.getrefcount(a) <= _POOL_ONLY:
+            if (a.shape == shape and a.dtype == dtype and a.flags.writeable
+                    and sys.getrefcount(a) <= _POOL_ONLY):
                 return a
         out = np.empty(shape, dtype=dtype)
         self._arrays.append(out)

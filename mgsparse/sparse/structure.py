@@ -65,7 +65,9 @@ class CSRView:
         """`values` (COO order) in this view's CSR order.
 
         `constant=True` promises the array is never written to (a Â that needs no gradient):
-        its permuted copy is then kept while the array lives and reused by later calls.
+        its permuted copy is then kept while the array lives and reused by later calls, and
+        the array is made read-only, so that a later write fails loudly instead of meeting a
+        stale copy here.
         """
         if self.perm is None:
             return values
@@ -74,6 +76,7 @@ class CSRView:
             return hit[1]
         data = values[self.perm]
         if constant:
+            values.flags.writeable = False
             self._permuted = (weakref.ref(values), data)
         return data
 

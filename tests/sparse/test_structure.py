@@ -41,3 +41,5 @@ def test_permuted_values_are_cached_only_for_the_same_live_array(rng):
     other = v * 2  # a new array is never served the old permutation
     np.testing.assert_array_equal(view.data(other, constant=True), other[view.perm])
     assert view.data(v, constant=False) is not first
+    with pytest.raises(ValueError, match="read-only"):  # a cached array cannot go stale
+        v[0] = 1.0
