@@ -1,7 +1,7 @@
 """cProfile of GCN training steps on the synthetic graph: where an epoch's time goes.
 
-The graph of benchmarks/compare_pyg.py (SBM, average degree 10, 64 dense features), the
-Kipf recipe with gradient clipping 1.0 (as `mgsparse train` runs it). Prints the median step
+The graph and mgsparse side of benchmarks/compare_pyg.py (SBM, average degree 10, 64 dense
+features; the Kipf recipe), stepped with gradient clipping 1.0 as `mgsparse train` runs it. Prints the median step
 time over `--repeat` unprofiled steps, then the functions taking the most own time over
 `--steps` profiled steps, and how many `astype` calls and copies those steps made.
 
@@ -12,35 +12,21 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import dataclasses
 import io
 import pstats
 import statistics
 import time
 
-import numpy as np
-import scipy.sparse as sp
-from floor_gcn import RECIPE, synthetic_graph
+from compare_pyg import MgsparseSide
+from floor_gcn import synthetic_graph
 
-from mgsparse.config import config_from_dict
-from mgsparse.engine import Tensor
-from mgsparse.problem import build_model, build_optimizer, prepare
 from mgsparse.train import train_step
 
 
 def setup(nodes: int):
-    graph = synthetic_graph(nodes)
-    config = config_from_dict({
-        "dataset": {"name": "cora"},
-        "model": {"kind": "gcn", "hidden": RECIPE["hidden"], "dropout": RECIPE["dropout"]},
-        "optim": {"name": "adam", "lr": RECIPE["lr"], "weight_decay": RECIPE["weight_decay"],
-                  "weight_decay_first_layer_only": True},
-        "train": {"grad_clip_norm": 1.0, "seed": 0}}, "profile_step")
-    x = graph.x  # placed as is (prepare() would round-trip a dense x through CSR)
-    problem = prepare(config, dataclasses.replace(graph, x=sp.csr_matrix(x.shape, dtype=x.dtype)))
-    problem = dataclasses.replace(problem, features=Tensor(x))
-    model = build_model(config.model, problem, np.random.default_rng(0))
-    return model, problem, build_optimizer(config.optim, model)
+    """The model, problem and optimizer of compare_pyg's mgsparse side on the synthetic graph."""
+    side = MgsparseSide(synthetic_graph(nodes), 0)
+    return side.model, side.problem, side.optimizer
 
 
 def main() -> None:

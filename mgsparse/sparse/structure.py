@@ -181,7 +181,7 @@ class Structure:
         """Aᵀ·dense where dense is zero outside `rows`: A's CSR restricted to those rows."""
         view = self.csr()
         start, stop = view.indptr[rows], view.indptr[rows + 1]
-        counts = (stop - start).astype(np.int64)
+        counts = (stop - start).astype(np.int64)  # len(rows) entries: int32 → int64, tiny
         indptr = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(counts, out=indptr[1:])
         pos = np.repeat(start.astype(np.int64) - indptr[:-1], counts) + np.arange(indptr[-1])
