@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from mgsparse.engine import parallel
+from mgsparse.engine.masks import keep_mask  # noqa: F401  (Tensor.dropout draws through ops)
 from mgsparse.engine.tensor import Function
 from mgsparse.errors import ShapeError
 
@@ -225,24 +226,6 @@ class Clip(Function):
     def backward(ctx, g):
         """dx = g inside [lo, hi], 0 where clipped."""
         return g * ctx.saved_tensors[0], None, None
-
-
-def keep_mask(shape: tuple, p: float, rng: np.random.Generator) -> np.ndarray:
-    """A boolean keep mask, each entry False with probability p, drawn from random bits.
-
-    A float uniform per element costs more than the multiply it gates, so: p = 0.5 takes one
-    random bit per element; p a multiple of 1/256 one random byte against a threshold (exact);
-    any other p one 16-bit word against round(65536·p), i.e. p to the nearest 1/65536
-    (|error| ≤ 7.7e-6). Dropout still scales by exactly 1/(1-p), as PyTorch does.
-    """
-    n = int(np.prod(shape))
-    if p == 0.5:
-        bits = np.unpackbits(np.frombuffer(rng.bytes(-(-n // 8)), np.uint8), count=n)
-        return bits.view(np.bool_).reshape(shape)
-    if p * 256 == int(p * 256):
-        return (np.frombuffer(rng.bytes(n), np.uint8) >= int(p * 256)).reshape(shape)
-    words = np.frombuffer(rng.bytes(2 * n), np.uint16)  # native byte order
-    return (words >= min(round(p * 65536), 65535)).reshape(shape)
 
 
 class Dropout(Function):
