@@ -1,25 +1,27 @@
-"""The standard 2-layer GCN on Cora in PyTorch Geometric and in mgsparse, side by side.
+"""The standard 2-layer GCN in PyTorch Geometric, in mgsparse and as a hand-written numpy floor.
 
-Both read the same arrays: Cora as mgsparse's loader parses it (set MGSPARSE_PLANETOID_URL to
-a mirror; PyG's own Planetoid class would download from the internet), row-normalised
-features, the public 140/500/1,000 split. Same recipe on both sides (Kipf & Welling, PyG's
-examples/gcn.py): hidden 16, dropout 0.5 before each layer, ReLU, Adam lr 0.01, weight decay
-5e-4 on the first layer only, 200 epochs, no gradient clipping, cached Â; the test accuracy
-is taken at the epoch of best validation accuracy. PyG multiplies a dense feature matrix,
-as its example does; mgsparse keeps features and Â sparse.
+Graphs: Cora (as mgsparse's loader parses it; set MGSPARSE_PLANETOID_URL to a mirror,
+row-normalised features, the public split) and synthetic SBM graphs of `--nodes` nodes
+(average degree 10, 64 dense features; benchmarks/floor_gcn.py). Same recipe on every side
+(Kipf & Welling, PyG's examples/gcn.py): hidden 16, dropout 0.5 before each layer, ReLU, Adam
+lr 0.01, weight decay 5e-4 on the first layer only, no clipping, cached Â; test accuracy at
+the epoch of best validation accuracy.
 
-Epoch time (one training step plus one evaluation pass) is measured in one process with the
-two frameworks alternating epoch by epoch, so both see the same machine. Peak memory is
-measured apart, each framework in a fresh child process: the resident-set high-water mark
-(VmHWM) reached during training above the resident set before it (torch allocates outside
-tracemalloc's sight, so only the resident set compares both); mgsparse's tracemalloc peak is
-shown as well.
+PyG runs in its best CPU configuration, chosen per graph and thread count by a short trial:
+Â as an edge list (gather/scatter) or as a torch CSR tensor, and features sparse (torch CSR,
+dropout on the stored values) where the data is sparse (density <= 0.1), dense otherwise.
+The floor is benchmarks/floor_gcn.py: numpy/scipy by hand, no autograd, scipy on one core.
 
-    python benchmarks/compare_pyg.py [--epochs 200] [--runs 3] [--threads N]
+Epoch time (one training step plus one evaluation pass) is measured in one process, the
+sides alternating epoch by epoch so that all see the same machine, at each `--threads`
+count (torch.set_num_threads and mgsparse.sparse.set_num_threads; BLAS one thread per call).
+Peak memory is measured apart, each framework in a fresh child process: the resident-set
+high-water mark (VmHWM) from just after the graph is loaded to the end of training, model
+and cached Â included.
 
---threads sets torch's intra-op threads (default: torch's own choice, one per core). On a
-machine whose cores are busy with other work, OpenMP threads wait on each other at every op
-and one thread is faster; the table says how many were used.
+    python benchmarks/compare_pyg.py [--graph cora] [--epochs 200] [--runs 3]
+    python benchmarks/compare_pyg.py --graph synthetic --nodes 100000 1000000 \\
+        --threads 1 2 --epochs 20 --runs 1
 
 Without torch and torch_geometric (pip install 'mgsparse[compare]') it says so and exits 0.
 """
@@ -32,19 +34,21 @@ import statistics
 import subprocess
 import sys
 import time
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
+from floor_gcn import RECIPE, FloorSide, synthetic_graph
 
 from mgsparse.bench.measure import rss_bytes
 from mgsparse.config import config_from_dict
 from mgsparse.data import load_dataset
 from mgsparse.run import GraphTask, build_optimizer, train_epoch
 from mgsparse.run.task import shuffle_generator
+from mgsparse.sparse import set_num_threads
 
-RECIPE = {"hidden": 16, "dropout": 0.5, "lr": 0.01, "weight_decay": 5e-4}
 MB = 2**20
+SPARSE_FEATURES = 0.1  # density at or below which features are stored sparse (both sides)
 
 
 def frameworks_available() -> bool:
@@ -56,7 +60,13 @@ def frameworks_available() -> bool:
     return True
 
 
-# ---------------------------------------------------------------- the two sides
+def load_graph(name: str, nodes: int):
+    if name == "cora":
+        return load_dataset("cora", normalize_features=True)
+    return synthetic_graph(nodes)
+
+
+# ---------------------------------------------------------------- the sides
 
 
 class MgsparseSide:
@@ -69,7 +79,7 @@ class MgsparseSide:
             "optim": {"name": "adam", "lr": RECIPE["lr"], "weight_decay": RECIPE["weight_decay"],
                       "weight_decay_first_layer_only": True},
             "train": {"grad_clip_norm": None, "seed": seed}}, "compare_pyg")
-        self.task = GraphTask(self.config, graph)
+        self.task = GraphTask(self.config, graph)  # dense features placed as they are
         self.model = self.task.build_model(np.random.default_rng(seed))
         self.optimizer = build_optimizer(self.config.optim, self.model)
         self.shuffle = shuffle_generator(seed)
@@ -82,17 +92,29 @@ class MgsparseSide:
 
 
 class PygSide:
-    name = "PyG"
+    """PyG's GCNConv; `adjacency` "edge_index" (gather/scatter) or "csr" (torch sparse CSR)."""
 
-    def __init__(self, graph, seed: int):
+    def __init__(self, graph, seed: int, adjacency: str = "edge_index"):
         import torch
         import torch.nn.functional as F
         from torch_geometric.nn import GCNConv
+        from torch_geometric.utils import to_torch_csr_tensor
 
         torch.manual_seed(seed)
         self.torch, self.F = torch, F
-        self.x = torch.from_numpy(graph.x.toarray().astype(np.float32))
-        self.edge_index = torch.from_numpy(np.asarray(graph.edge_index, dtype=np.int64))
+        x = graph.x
+        density = x.nnz / max(x.shape[0] * x.shape[1], 1) if sp.issparse(x) else 1.0
+        self.sparse_x = density <= SPARSE_FEATURES
+        self.x = (torch.sparse_csr_tensor(*(torch.from_numpy(a) for a in
+                                            (x.indptr.astype(np.int64), x.indices.astype(np.int64),
+                                             x.data.astype(np.float32))), x.shape)
+                  if self.sparse_x else torch.from_numpy(np.asarray(x, dtype=np.float32)))
+        edge_index = torch.from_numpy(np.asarray(graph.edge_index, dtype=np.int64))
+        n = int(graph.num_nodes)
+        self.adj = (to_torch_csr_tensor(edge_index, size=(n, n)) if adjacency == "csr"
+                    else edge_index)
+        self.name = "PyG"
+        self.setup = f"{adjacency}, {'sparse' if self.sparse_x else 'dense'} x"
         self.y = torch.from_numpy(np.asarray(graph.y, dtype=np.int64))
         self.masks = [torch.from_numpy(np.asarray(m)) for m in
                       (graph.train_mask, graph.val_mask, graph.test_mask)]
@@ -102,12 +124,17 @@ class PygSide:
             {"params": self.conv1.parameters(), "weight_decay": RECIPE["weight_decay"]},
             {"params": self.conv2.parameters(), "weight_decay": 0.0}], lr=RECIPE["lr"])
 
+    def dropout_x(self, training: bool):
+        p, x = RECIPE["dropout"], self.x
+        if not self.sparse_x:
+            return self.F.dropout(x, p, training)
+        values = self.F.dropout(x.values(), p, training)  # the stored values only
+        return self.torch.sparse_csr_tensor(x.crow_indices(), x.col_indices(), values, x.shape)
+
     def forward(self, training: bool):
-        p, F = RECIPE["dropout"], self.F
-        h = F.dropout(self.x, p, training)
-        h = self.conv1(h, self.edge_index).relu()
-        h = F.dropout(h, p, training)
-        return self.conv2(h, self.edge_index)
+        h = self.conv1(self.dropout_x(training), self.adj).relu()
+        h = self.F.dropout(h, RECIPE["dropout"], training)
+        return self.conv2(h, self.adj)
 
     def epoch(self) -> tuple[float, float]:
         train, val, test = self.masks
@@ -120,16 +147,30 @@ class PygSide:
         return tuple(float((pred[m] == self.y[m]).float().mean()) for m in (val, test))
 
 
-SIDES = {"mgsparse": MgsparseSide, "pyg": PygSide}
+def best_pyg(graph, seed: int, trials: int = 3) -> PygSide:
+    """The faster PyG adjacency on this graph and thread count (median of a few epochs)."""
+    sides = [PygSide(graph, seed, adjacency) for adjacency in ("edge_index", "csr")]
+    times = {id(s): [] for s in sides}
+    for _ in range(trials + 1):  # the first epoch builds the caches
+        for side in sides:
+            t0 = time.perf_counter()
+            side.epoch()
+            times[id(side)].append(time.perf_counter() - t0)
+    best = min(sides, key=lambda s: statistics.median(times[id(s)][1:]))
+    return PygSide(graph, seed, "csr" if best.setup.startswith("csr") else "edge_index")
+
+
+SIDES = {"mgsparse": MgsparseSide, "pyg": best_pyg, "floor": FloorSide}
 
 
 # ---------------------------------------------------------------- time and accuracy
 
 
 def alternate(graph, epochs: int, seed: int) -> dict[str, dict]:
-    """Both frameworks from `seed`, one epoch each in turn; times in ms, test acc at best val."""
-    sides = [PygSide(graph, seed), MgsparseSide(graph, seed)]
-    record = {s.name: {"ms": [], "best_val": -1.0, "test": 0.0} for s in sides}
+    """Every side from `seed`, one epoch each in turn; times in ms, test acc at best val."""
+    sides = [best_pyg(graph, seed), MgsparseSide(graph, seed), FloorSide(graph, seed)]
+    record = {s.name: {"ms": [], "best_val": -1.0, "test": 0.0, "setup": getattr(s, "setup", "")}
+              for s in sides}
     for _ in range(epochs):
         for side in sides:
             t0 = time.perf_counter()
@@ -160,86 +201,96 @@ def peak_rss() -> int:
     return 0
 
 
-def probe(side_name: str, epochs: int) -> dict:
-    """Run in a child: resident-set peak above the start of training (and tracemalloc's)."""
-    graph = load_dataset("cora", normalize_features=True)
-    side = SIDES[side_name](graph, 0)
-    side.epoch()  # first-call work (caches, lazy imports) belongs to setup
+def probe(side_name: str, graph_name: str, nodes: int, epochs: int) -> dict:
+    """Run in a child: resident-set peak of building the side and training it, above the graph."""
+    graph = load_graph(graph_name, nodes)
     before = rss_bytes()
     exact = reset_peak_rss()
-    tracemalloc.start()
+    side = SIDES[side_name](graph, 0)
     for _ in range(epochs):
         side.epoch()
-    traced = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return {"rss_peak_above_start": max(peak_rss() - before, 0), "traced_peak": traced,
-            "hwm_reset": exact}
+    return {"rss_peak_above_graph": max(peak_rss() - before, 0), "graph_rss": before,
+            "hwm_reset": exact, "setup": getattr(side, "setup", "")}
 
 
-def measure_memory(side_name: str, epochs: int, threads: int | None) -> dict:
-    command = [sys.executable, __file__, "--probe", side_name, "--epochs", str(epochs)]
-    command += ["--threads", str(threads)] if threads else []
-    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=900)
+def measure_memory(side_name: str, args, nodes: int, threads: int) -> dict:
+    command = [sys.executable, __file__, "--probe", side_name, "--graph", args.graph,
+               "--nodes", str(nodes), "--epochs", str(min(args.epochs, 5)),
+               "--threads", str(threads)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=1800)
     if done.returncode != 0:
         raise SystemExit(f"memory probe for {side_name} failed:\n{done.stderr}")
-    return json.loads(done.stdout)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 # ---------------------------------------------------------------- report
 
 
-def report(runs: list[dict], memory: dict, epochs: int) -> None:
-    import torch
-    import torch_geometric
-
-    def stats(name):
+def report(title: str, runs: list[dict]) -> None:
+    """One block per thread count: medians, IQR, accuracy, ratios to PyG and to the floor."""
+    names = list(runs[0])
+    stats = {}
+    for name in names:
         ms = [m for r in runs for m in r[name]["ms"]]
-        acc = [r[name]["test"] for r in runs]
-        return statistics.median(ms), np.percentile(ms, 75) - np.percentile(ms, 25), acc
+        q1, q3 = np.percentile(ms, [25, 75])
+        stats[name] = (statistics.median(ms), q3 - q1, float(np.mean([r[name]["test"] for r in runs])))
+    print(title)
+    print(f"  {'side':34}{'median ms':>11}{'IQR ms':>9}{'test acc':>10}")
+    for name in names:
+        med, iqr, acc = stats[name]
+        setups = sorted({r[name]["setup"] for r in runs} - {""})
+        label = f"{name} ({'; '.join(setups)})" if setups else name
+        print(f"  {label:34}{med:>11.2f}{iqr:>9.2f}{acc:>10.2%}")
+    mgs = stats["mgsparse"][0]
+    print(f"  ratio mgsparse / PyG: {mgs / stats['PyG'][0]:.3f}   "
+          f"mgsparse / numpy floor: {mgs / stats['numpy floor'][0]:.3f}")
 
-    pyg, mgs = stats("PyG"), stats("mgsparse")
-    print(f"Cora, 2-layer GCN, {epochs} epochs x {len(runs)} run(s) (seeds 0..{len(runs) - 1}); "
-          f"torch {torch.__version__}, torch_geometric {torch_geometric.__version__}, "
-          f"{torch.get_num_threads()} torch thread(s)")
-    rows = [("epoch time, median (ms)", pyg[0], mgs[0], "{:.2f}"),
-            ("epoch time, IQR (ms)", pyg[1], mgs[1], "{:.2f}"),
-            ("peak RSS above start (MB)", memory["pyg"]["rss_peak_above_start"] / MB,
-             memory["mgsparse"]["rss_peak_above_start"] / MB, "{:.2f}"),
-            ("tracemalloc peak (MB)", None, memory["mgsparse"]["traced_peak"] / MB, "{:.2f}"),
-            ("test accuracy, mean", float(np.mean(pyg[2])), float(np.mean(mgs[2])), "{:.2%}")]
-    print(f"{'':28}{'PyG':>12}{'mgsparse':>12}{'mgsparse/PyG':>14}")
-    for label, a, b, fmt in rows:
-        ratio = f"{b / a:.2f}x" if a else "-"
-        cell_a = fmt.format(a) if a is not None else "n/a"
-        print(f"{label:28}{cell_a:>12}{fmt.format(b):>12}{ratio:>14}")
-    for name, s in (("PyG", pyg), ("mgsparse", mgs)):
-        print(f"{name} test accuracy per run: " + ", ".join(f"{a:.1%}" for a in s[2]))
-    if not memory["pyg"]["hwm_reset"]:
-        print("note: VmHWM could not be reset; the RSS peaks include setup")
+
+def set_threads(n: int) -> None:
+    import torch
+
+    torch.set_num_threads(n)
+    set_num_threads(n)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--graph", choices=["cora", "synthetic"], default="cora")
+    parser.add_argument("--nodes", type=int, nargs="+", default=[100_000])
     parser.add_argument("--epochs", type=int, default=200)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1])
+    parser.add_argument("--memory", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--probe", choices=sorted(SIDES), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if not frameworks_available():
         print("compare_pyg: torch and torch_geometric are not installed "
               "(pip install 'mgsparse[compare]'); nothing to compare")
         return
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    set_threads(max(args.threads))
     if args.probe:
-        print(json.dumps(probe(args.probe, args.epochs)))
+        print(json.dumps(probe(args.probe, args.graph, args.nodes[0], args.epochs)))
         return
-    graph = load_dataset("cora", normalize_features=True)
-    runs = [alternate(graph, args.epochs, seed) for seed in range(args.runs)]
-    memory = {name: measure_memory(name, args.epochs, args.threads) for name in SIDES}
-    report(runs, memory, args.epochs)
+    import torch
+    import torch_geometric
+
+    print(f"torch {torch.__version__}, torch_geometric {torch_geometric.__version__}; "
+          f"{args.epochs} epochs x {args.runs} run(s), sides alternating epoch by epoch")
+    for nodes in args.nodes if args.graph == "synthetic" else [0]:
+        graph = load_graph(args.graph, nodes)
+        label = "Cora" if args.graph == "cora" else f"SBM {nodes:,} nodes, 64 dense features"
+        for threads in args.threads:
+            set_threads(threads)
+            runs = [alternate(graph, args.epochs, seed) for seed in range(args.runs)]
+            report(f"{label}, {threads} thread(s):", runs)
+        if args.memory:
+            memory = {s: measure_memory(s, args, nodes, max(args.threads)) for s in ("pyg", "mgsparse")}
+            pyg, mgs = memory["pyg"], memory["mgsparse"]
+            print(f"  peak RSS above the loaded graph ({max(args.threads)} thread(s)): "
+                  f"PyG ({pyg['setup']}) {pyg['rss_peak_above_graph'] / MB:.0f} MB, mgsparse "
+                  f"{mgs['rss_peak_above_graph'] / MB:.0f} MB, ratio "
+                  f"{mgs['rss_peak_above_graph'] / max(pyg['rss_peak_above_graph'], 1):.3f} "
+                  f"(graph itself {mgs['graph_rss'] / MB:.0f} MB)")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ from mgsparse.catalog import DATASET_NAMES, DATASETS, MODEL_KINDS, MODELS, is_po
 from mgsparse.config_yaml import Loader, Where, parse_yaml, yaml_error
 from mgsparse.errors import ConfigError
 
-
 FILE_KEYS = ("edges", "features", "labels", "train_nodes", "val_nodes", "test_nodes")
 _BOUNDS = {"ge": (operator.ge, ">="), "gt": (operator.gt, ">"),
            "le": (operator.le, "<="), "lt": (operator.lt, "<")}
@@ -124,9 +123,11 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class SparseConfig:
-    """A matrix stays sparse while its density (nnz / size) is <= ``sparsity_threshold``."""
+    """A matrix stays sparse while its density (nnz / size) is <= ``sparsity_threshold``.
+    Kernels run on ``threads`` cores (None: $MGSPARSE_NUM_THREADS, else every core allowed)."""
 
     sparsity_threshold: float = _num(0.1, ge=0, le=1)
+    threads: int | None = _num(None, ge=1)
 
 
 @dataclass(frozen=True)

@@ -184,7 +184,7 @@ def test_missing_file_directory_and_binary(tmp_path):
 def test_unknown_key_without_close_match_lists_the_known_keys(tmp_path):
     path = write(tmp_path, HEADER + "sparse:\n  zzz: 1\n")
     message = str(config_error(path))
-    assert message == f"{path}:5: unknown key sparse.zzz (known: sparsity_threshold)"
+    assert message == f"{path}:5: unknown key sparse.zzz (known: sparsity_threshold, threads)"
 
 
 def test_key_with_newline_still_gives_one_line(tmp_path):

@@ -24,6 +24,7 @@ import numpy as np
 
 from mgsparse.engine import Function, Tensor, no_grad
 from mgsparse.engine.gradcheck import gradcheck
+from mgsparse.engine.masks import keep_mask
 from mgsparse.engine.tensor import graph_contexts
 from mgsparse.errors import ConfigError
 from mgsparse.sparse import SparseTensor
@@ -154,7 +155,8 @@ def dropout_rng() -> np.random.Generator:
 
 def dropout_scale(shape) -> np.ndarray:
     """The inverted-dropout scaling `Tensor.dropout(DROPOUT_P, rng=dropout_rng())` draws."""
-    return (dropout_rng().random(shape) >= DROPOUT_P) / (1 - DROPOUT_P)
+    shape = shape if isinstance(shape, tuple) else (int(shape),)
+    return keep_mask(shape, DROPOUT_P, dropout_rng()) / (1 - DROPOUT_P)
 
 
 # ---------------------------------------------------------------- analytic gradients

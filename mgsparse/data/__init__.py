@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
+from mgsparse.catalog import DATASETS, GRAPH_DATASETS
 from mgsparse.data import ogb, planetoid, transforms
 from mgsparse.data.download import fetch
 from mgsparse.data.files import load_edge_list, load_features, load_labels, load_user_graph
@@ -17,7 +18,6 @@ from mgsparse.data.loader import DataLoader, TensorDataset
 from mgsparse.data.planetoid import load as load_planetoid
 from mgsparse.data.synthetic import karate_club, make_blobs, make_circles, make_moons, sbm
 from mgsparse.data.transforms import full_split, normalize_features, public_split, random_split
-from mgsparse.catalog import DATASETS, GRAPH_DATASETS
 from mgsparse.errors import ConfigError
 
 __all__ = [

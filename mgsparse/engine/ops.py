@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mgsparse.engine import parallel
+from mgsparse.engine.masks import keep_mask  # noqa: F401  (Tensor.dropout draws through ops)
 from mgsparse.engine.tensor import Function
 from mgsparse.errors import ShapeError
 
@@ -17,7 +19,9 @@ def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
     if grad.shape == shape:
         return grad
     extra = grad.ndim - len(shape)
-    if extra > 0:
+    if extra == 1 and grad.ndim == 2 and grad.dtype.kind == "f":  # a bias gradient
+        grad = parallel.column_sums(grad)
+    elif extra > 0:
         grad = grad.sum(axis=tuple(range(extra)))
     stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
     if stretched:
@@ -247,6 +251,24 @@ class Clip(Function):
         return g * ctx.saved_tensors[0], None, None
 
 
+class Dropout(Function):
+    @staticmethod
+    def forward(ctx, x, keep, scale, out=None):
+        """out = x·keep·scale; `out`, if given, is a free buffer of x's shape to write into."""
+        ctx.save_for_backward(keep)  # bool: a quarter of a float32 multiplier's bytes
+        ctx.scale = x.dtype.type(scale)
+        out = np.multiply(x, ctx.scale, out=out)
+        out *= keep  # mask and scale in two in-place passes, no float mask
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g·keep·scale, scale = 1/P(keep)."""
+        dx = np.multiply(g, ctx.scale)
+        dx *= ctx.saved_tensors[0]
+        return dx, None, None, None
+
+
 class Cast(Function):
     @staticmethod
     def forward(ctx, x, dtype):
@@ -403,7 +425,7 @@ class MatMul(Function):
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
         try:
-            return np.matmul(a, b)
+            return parallel.matmul(a, b)  # 2-d × 2-d in row blocks on every core
         except ValueError:
             raise ShapeError(f"matmul: shapes {a.shape} and {b.shape} are not aligned") from None
 
@@ -411,12 +433,15 @@ class MatMul(Function):
     def backward(ctx, g):
         """da = g·bᵀ, db = aᵀ·g (1-d operands promoted, batch axes summed back)."""
         a, b = ctx.saved_tensors
+        need_a, need_b = ctx.needs_input_grad
+        if a.ndim == 2 and b.ndim == 2:  # x·W, the hot path: row blocks, thread-count exact
+            return (parallel.matmul(g, b.T) if need_a else None,
+                    parallel.matmul_tn(a, g) if need_b else None)
         a2 = a[None, :] if a.ndim == 1 else a
         b2 = b[:, None] if b.ndim == 1 else b
         # g in the promoted (..., n, m) shape: restores the axes numpy dropped for 1-d operands
         batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
         g2 = g.reshape(batch + (a2.shape[-2], b2.shape[-1]))
-        need_a, need_b = ctx.needs_input_grad
         da = unbroadcast(g2 @ np.swapaxes(b2, -1, -2), a2.shape).reshape(a.shape) if need_a else None
         db = unbroadcast(np.swapaxes(a2, -1, -2) @ g2, b2.shape).reshape(b.shape) if need_b else None
         return da, db

@@ -290,15 +290,20 @@ class Tensor:
     T = property(lambda self: self.transpose())
     def flatten(self): return self.reshape(-1)
 
-    def dropout(self, p: float, training: bool = True, rng: np.random.Generator | None = None):
-        """Inverted dropout: zero each entry with probability p, scale the rest by 1/(1-p)."""
+    def dropout(self, p: float, training: bool = True, rng: np.random.Generator | None = None,
+                buffers: Any = None):
+        """Inverted dropout: zero each entry with probability p, scale the rest by 1/(1-p).
+
+        The mask comes from random bits (see `ops.keep_mask` for the precision p gets).
+        `buffers` (an `engine.buffers.Buffers`) lends the output array, reused across epochs.
+        """
         if not 0 <= p < 1:
             raise HyperparameterError(f"dropout probability must be in [0, 1), got {p}")
         if not training or p == 0:
             return self
         rng = rng if rng is not None else np.random.default_rng()
-        keep = (rng.random(self.shape) >= p).astype(self.dtype) / self.dtype.type(1 - p)
-        return self * keep
+        out = buffers.take(self.shape, self.dtype) if buffers is not None else None
+        return ops.Dropout.apply(self, ops.keep_mask(self.shape, p, rng), 1.0 / (1.0 - p), out)
 
     def argmax(self, axis=-1) -> np.ndarray: return self.data.argmax(axis=axis)
 

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Tensor
+from mgsparse.engine.buffers import Buffers
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn.conv import GCNConv, normalized_adjacency
 from mgsparse.nn.keyed_dropout import keyed_dropout, stream_key
@@ -30,11 +31,13 @@ def get_activation(name: str) -> Callable[[Tensor], Tensor]:
     return ACTIVATIONS[name]
 
 
-def dropout(x: Tensor | SparseTensor, p: float, training: bool, rng: np.random.Generator):
-    """Dropout that keeps sparse features sparse (it drops stored values only)."""
+def dropout(x: Tensor | SparseTensor, p: float, training: bool, rng: np.random.Generator,
+            buffers: Buffers | None = None):
+    """Dropout that keeps sparse features sparse (it drops stored values only); a dense
+    input's output is written into a buffer reused from epoch to epoch."""
     if isinstance(x, SparseTensor):
         return sparse_dropout(x, p, training, rng)
-    return x.dropout(p, training, rng)
+    return x.dropout(p, training, rng, buffers)
 
 
 def _widths(in_features: int, hidden: int, out_features: int, layers: int) -> list[int]:
@@ -68,6 +71,7 @@ class StackedModel(Module):
         self.dropout_key: int | None = None
         self.dropout_step = 0  # training forwards so far
         self._before_last = False
+        self.buffers = Buffers()  # dropout outputs, reused once the last step let go of them
 
     def embed(self, *args: Any, **kwargs: Any) -> Tensor:
         """What the last layer reads: the model's learned representation of each input
@@ -95,7 +99,7 @@ class StackedModel(Module):
     def _dropout(self, x: Tensor | SparseTensor, step: int,
                  layer: int) -> Tensor | SparseTensor:
         if not self.keyed_masks:
-            return dropout(x, self.p, self.training, self.rng)
+            return dropout(x, self.p, self.training, self.rng, self.buffers)
         key = stream_key(self.dropout_key or 0, step, layer)
         return keyed_dropout(x, self.p, self.training, key, self.node_ids)
 

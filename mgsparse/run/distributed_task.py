@@ -31,6 +31,7 @@ from mgsparse.nn.module import Module
 from mgsparse.run.build import build_model
 from mgsparse.run.monitor import nnz_ratio
 from mgsparse.run.task import Batch, Scores, Task
+from mgsparse.sparse import set_num_threads
 
 
 class DistributedGraphTask(Task):
@@ -84,6 +85,7 @@ def fit_partitioned(config: Config, partitions: str | Path, on_epoch: Any = None
     from mgsparse.run.loop import fit
 
     comm = Comm(timeout=timeout or DEFAULT_TIMEOUT)
+    set_num_threads(config.sparse.threads)
     root = comm.rank == 0
     with abort_on_error(comm, report), StopSignals(comm) as stop:
         task = DistributedGraphTask(config, partitions, comm)

@@ -89,7 +89,7 @@ class GraphTask(Task):
                  budget: int | None = None):
         self.config, self.name, self.budget = config, graph.name, budget
         threshold = config.sparse.sparsity_threshold
-        x = graph.x if sp.issparse(graph.x) else sp.csr_matrix(np.asarray(graph.x))
+        x = graph.x if sp.issparse(graph.x) else np.asarray(graph.x)  # dense stays dense
         self.features, why = place(x, threshold, dtype, budget)
         self.placement = {"features": why}
         self.densities = {"features": nnz_ratio(x)}

@@ -11,6 +11,7 @@ from mgsparse.run.budget import budget_bytes, fit_within_budget
 from mgsparse.run.graph_task import GraphTask, load_graph
 from mgsparse.run.points import PointTask
 from mgsparse.run.task import Progress, Task
+from mgsparse.sparse import set_num_threads
 
 
 def make_task(config: Config, progress: Progress | None = None,
@@ -18,6 +19,7 @@ def make_task(config: Config, progress: Progress | None = None,
     """The task `config` asks for, its operands placed within the memory budget: point clouds
     train an MLP on mini-batches, graphs train full-batch on the whole graph, or one part of
     it per MPI rank when `partitions` names the folder `mgsparse partition` wrote."""
+    set_num_threads(config.sparse.threads)  # kernels' pool; BLAS kept to one thread
     if partitions is not None:
         from mgsparse.run.distributed_task import DistributedGraphTask  # needs mpi4py
 

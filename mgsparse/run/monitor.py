@@ -126,6 +126,8 @@ def nnz_ratio(m) -> float:
     if hasattr(m, "nnz") and hasattr(m, "shape"):  # scipy
         rows, cols = m.shape
         return m.nnz / max(rows * cols, 1)
+    if isinstance(m, np.ndarray):  # a dense array: its nonzero entries, counted in place
+        return np.count_nonzero(m) / max(m.size, 1)
     return 1.0
 
 

@@ -3,6 +3,7 @@
 Imports only numpy, scipy and the engine; knows nothing of nn, datasets, config or CLI.
 """
 
+from mgsparse.engine.parallel import get_num_threads, num_threads, set_num_threads
 from mgsparse.sparse.dispatch import DEFAULT_SPARSITY_THRESHOLD, as_operand
 from mgsparse.sparse.graph import add_self_loops, gcn_norm, row_softmax
 from mgsparse.sparse.ops import (
@@ -20,6 +21,7 @@ from mgsparse.sparse.tensor import SparseTensor
 
 __all__ = [
     "DEFAULT_SPARSITY_THRESHOLD", "FALLBACK_MAX_NNZ", "ScalarFallbackWarning", "SparseTensor",
-    "add_self_loops", "as_operand", "coalesce", "dense_matmul", "gcn_norm", "row_softmax",
-    "sddmm", "sparse_dropout", "sparse_sum", "spmm", "spspmm", "to_tensor",
+    "add_self_loops", "as_operand", "coalesce", "dense_matmul", "gcn_norm", "get_num_threads",
+    "num_threads", "row_softmax", "sddmm", "set_num_threads", "sparse_dropout", "sparse_sum",
+    "spmm", "spspmm", "to_tensor",
 ]

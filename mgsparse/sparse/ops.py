@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from mgsparse.engine import Function, Tensor, concatenate
+from mgsparse.engine import Function, Tensor, concatenate, parallel
 from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.sparse import reference as ref
 from mgsparse.sparse.structure import Structure, from_csr, from_keys
@@ -110,9 +110,9 @@ def sddmm_kernel(row: np.ndarray, col: np.ndarray, X: np.ndarray, Y: np.ndarray)
         return X[row] * Y[col]
     out = np.empty(len(row), dtype=np.result_type(X, Y))
     step = max(_SDDMM_CHUNK // max(X.shape[1], 1), 1)
-    for start in range(0, len(row), step):
-        stop = start + step
-        np.einsum("ij,ij->i", X[row[start:stop]], Y[col[start:stop]], out=out[start:stop])
+    chunks = [(s, min(s + step, len(row))) for s in range(0, len(row), step)]
+    parallel.run_blocks(lambda s, e: np.einsum("ij,ij->i", X[row[s:e]], Y[col[s:e]],
+                                               out=out[s:e]), chunks)
     return out
 
 
@@ -123,7 +123,8 @@ class SpMM(SparseFunction):
     def forward(ctx, v, X, s):
         ctx.save_for_backward(v, X)
         ctx.s = s
-        return np.asarray(s.csr_matrix(v) @ X)
+        # values that need no gradient are a fixed Â: its CSR-ordered copy may be cached
+        return s.csr().matmul(v, X, constant=not ctx.needs_input_grad[0])
 
     @staticmethod
     def vjp(ctx, g):
@@ -131,7 +132,7 @@ class SpMM(SparseFunction):
         v, X = ctx.saved_tensors
         s, (need_v, need_x, _) = ctx.s, ctx.needs_input_grad
         dv = sddmm_kernel(s.row, s.col, g, X) if need_v else None
-        dX = s.t_matmul(v, g) if need_x else None
+        dX = s.t_matmul(v, g, constant=not need_v) if need_x else None
         return dv, dX, None
 
 
@@ -149,7 +150,7 @@ class Sddmm(SparseFunction):
         """dX = G·Y, dY = Gᵀ·X, with G the sparse matrix of g on the pattern."""
         X, Y = ctx.saved_tensors
         s, (need_x, need_y, _) = ctx.s, ctx.needs_input_grad
-        dX = np.asarray(s.csr_matrix(g) @ Y) if need_x else None
+        dX = s.csr().matmul(g, Y) if need_x else None
         dY = s.t_matmul(g, X) if need_y else None
         return dX, dY, None
 

@@ -11,21 +11,30 @@ unsorted columns kept — scipy's kernels accept both), so for values ``v`` in C
 CSR data is ``v[perm]`` (``perm is None`` when the entries are already row-sorted).
 The transpose's CSR view is the CSR view of the transposed structure: a transpose swaps the
 two index rows and keeps the value order, so `A.T` costs nothing and reuses both views.
+
+Products run on scipy's own CSR kernel (`csr_matvecs`, which releases the GIL), called on
+row blocks of the pattern on the engine's thread pool: each output row is one kernel pass
+over that row's entries in stored order, whichever block and thread it falls in, so the
+result is bitwise the same for any thread count.
 """
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse import _sparsetools  # the kernels behind scipy's csr @ dense
+
+from mgsparse.engine import parallel
 
 _INT32_MAX = np.iinfo(np.int32).max
-CSC_TRANSPOSE_MIN_NNZ = 500_000  # from here on Aᵀ·X runs on A's CSC view (see t_matmul)
 
 
 class CSRView:
     """Row pointers, column indices and the COO→CSR permutation of one pattern."""
 
-    __slots__ = ("indices", "indptr", "perm", "template")
+    __slots__ = ("_blocks", "_permuted", "indices", "indptr", "perm", "template")
 
     def __init__(self, indptr: np.ndarray, indices: np.ndarray, perm: np.ndarray | None,
                  shape: tuple[int, int]):
@@ -34,6 +43,8 @@ class CSRView:
         # One checked construction per pattern; later matrices copy its attributes.
         self.template = sp.csr_matrix((data, indices, indptr), shape=shape, copy=False)
         self.template.data = None  # every matrix() sets its own; don't hold nnz floats here
+        self._blocks: list[tuple[int, int]] | None = None
+        self._permuted: tuple[weakref.ref, np.ndarray] | None = None
 
     def __repr__(self) -> str:
         order = "row-sorted" if self.perm is None else "permuted"
@@ -45,11 +56,52 @@ class CSRView:
         Skips scipy's format checks (~10 µs): the index arrays were checked when the
         template was built, and only the data array differs between calls.
         """
-        data = values if self.perm is None else values[self.perm]
         m = object.__new__(sp.csr_matrix)
         m.__dict__.update(self.template.__dict__)
-        m.data = data
+        m.data = self.data(values)
         return m
+
+    def data(self, values: np.ndarray, constant: bool = False) -> np.ndarray:
+        """`values` (COO order) in this view's CSR order.
+
+        `constant=True` promises the array is never written to (a Â that needs no gradient):
+        its permuted copy is then kept while the array lives and reused by later calls, and
+        the array is made read-only, so that a later write fails loudly instead of meeting a
+        stale copy here.
+        """
+        if self.perm is None:
+            return values
+        hit = self._permuted
+        if constant and hit is not None and hit[0]() is values:
+            return hit[1]
+        data = values[self.perm]
+        if constant:
+            values.flags.writeable = False
+            self._permuted = (weakref.ref(values), data)
+        return data
+
+    def matmul(self, values: np.ndarray, X: np.ndarray, constant: bool = False) -> np.ndarray:
+        """A·X for dense X (cols,) or (cols, F): scipy's CSR kernel on fixed row blocks."""
+        data = self.data(values, constant)
+        rows, cols = self.template.shape
+        X = np.ascontiguousarray(X)  # the kernel walks rows of X: a transposed view is copied
+        out = np.zeros((rows, *X.shape[1:]), dtype=np.result_type(data, X))
+        if data.dtype != X.dtype or out.size == 0 or X.ndim > 2:
+            return np.asarray(self.matrix(values) @ X)  # scipy's mixed-dtype and edge paths
+        if self._blocks is None:
+            self._blocks = parallel.nnz_blocks(self.indptr)
+        ptr, idx = self.indptr, self.indices
+        if X.ndim == 1:
+            def kernel(s, e):
+                _sparsetools.csr_matvec(e - s, cols, ptr[s:e + 1], idx, data, X, out[s:e])
+        else:
+            f, x_flat = X.shape[1], X.reshape(-1)
+
+            def kernel(s, e):  # csr_matvecs adds row i of A·X into out[i]: out starts at 0
+                _sparsetools.csr_matvecs(e - s, cols, f, ptr[s:e + 1], idx, data, x_flat,
+                                         out[s:e].reshape(-1))
+        parallel.run_blocks(kernel, self._blocks)
+        return out
 
 
 def _index_dtype(nnz: int, shape: tuple[int, int]) -> type:
@@ -110,17 +162,32 @@ class Structure:
         """Aᵀ as CSR for values in this structure's COO order."""
         return self.transposed().csr_matrix(values)
 
-    def t_matmul(self, values: np.ndarray, dense: np.ndarray) -> np.ndarray:
+    def t_matmul(self, values: np.ndarray, dense: np.ndarray, constant: bool = False
+                 ) -> np.ndarray:
         """Aᵀ·dense, the backward of every sparse × dense product.
 
-        Small patterns use the transpose's cached CSR (scipy's fastest kernel). Large ones
-        multiply through the CSC view of A's own CSR, a zero-copy transpose: permuting nnz
-        values into Aᵀ's row order costs more than the CSC kernel's scattered writes
-        (1M nodes, 11M nnz, 16 columns: 427 + 130 ms permuted CSR vs 336 ms CSC).
+        A gradient that is zero outside a few rows (a loss on the training nodes only, and
+        one hop back from it) takes only those rows of A: Aᵀ·G = Σ_{i: G[i] ≠ 0} A[i,:]ᵀ G[i].
+        Otherwise the transpose's CSR view runs in parallel row blocks (the CSC view of A
+        would scatter into shared rows); its permuted values are cached for a `constant` A.
         """
-        if self.nnz >= CSC_TRANSPOSE_MIN_NNZ:
-            return np.asarray(self.csr_matrix(values).T @ dense)
-        return np.asarray(self.csr_t_matrix(values) @ dense)
+        rows = parallel.sparse_rows(dense)
+        if rows is not None:
+            return self._t_matmul_rows(values, dense, rows, constant)
+        return self.transposed().csr().matmul(values, dense, constant)
+
+    def _t_matmul_rows(self, values: np.ndarray, dense: np.ndarray, rows: np.ndarray,
+                       constant: bool) -> np.ndarray:
+        """Aᵀ·dense where dense is zero outside `rows`: A's CSR restricted to those rows."""
+        view = self.csr()
+        start, stop = view.indptr[rows], view.indptr[rows + 1]
+        counts = (stop - start).astype(np.int64)  # len(rows) entries: int32 → int64, tiny
+        indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        pos = np.repeat(start.astype(np.int64) - indptr[:-1], counts) + np.arange(indptr[-1])
+        sub = sp.csr_matrix((view.data(values, constant)[pos], view.indices[pos], indptr),
+                            shape=(len(rows), self.shape[1]))
+        return np.asarray(sub.T @ dense[rows])
 
     def keys(self) -> np.ndarray:
         """Row-major linear index row·cols + col of every entry (int64)."""

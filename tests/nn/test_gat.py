@@ -14,6 +14,7 @@ from mgsparse import SparseTensor, Tensor, gradcheck
 from mgsparse.checks import CASES
 from mgsparse.config import load_config
 from mgsparse.errors import HyperparameterError, ShapeError
+from mgsparse.engine.ops import keep_mask
 from mgsparse.nn import functional as F
 from mgsparse.nn.gat import GAT, GATConv, attention_pattern
 from mgsparse.optim import Adam
@@ -154,7 +155,7 @@ def test_attention_dropout_zeroes_and_rescales_coefficients(rng):
     twin = copy.deepcopy(layer.rng)  # predicts the layer's keep mask
     out = layer(Tensor(x), EDGE_INDEX)
     alpha = layer.attention(Tensor(x), EDGE_INDEX)
-    keep = (twin.random(alpha.nnz) >= 0.5) / 0.5
+    keep = keep_mask((alpha.nnz,), 0.5, twin) / 0.5
     dropped = alpha.with_values(alpha.values.data * keep)
     assert 0 < np.count_nonzero(keep == 0) < alpha.nnz
     np.testing.assert_allclose(out.data, dense_output(layer, x, blocks(dropped, 2)), atol=1e-12)

@@ -1,0 +1,81 @@
+"""Do scipy's CSR kernels release the GIL, and what do 1 and 2 threads give on Â·X?
+
+1. GIL: runs scipy's `csr_matvecs` (the kernel behind CSR @ dense) in a thread while the
+   main thread counts Python loop iterations. Holding the GIL, the count would be near zero;
+   releasing it, the count comes close to that of an idle interval of the same length.
+2. Speed: Â·X and Âᵀ·X through mgsparse's row blocks at each thread count, alternating in one
+   process, and whether the results are bitwise equal.
+
+    python benchmarks/threads.py [--nodes 1000000] [--features 16] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import threading
+import time
+
+import numpy as np
+from floor_gcn import gcn_adjacency, synthetic_graph
+
+from mgsparse import SparseTensor
+from mgsparse.sparse import set_num_threads
+
+
+def count_while(fn) -> tuple[int, float]:
+    """Python loop iterations the main thread makes while fn runs in another thread."""
+    worker = threading.Thread(target=fn)
+    count, t0 = 0, time.perf_counter()
+    worker.start()
+    while worker.is_alive():
+        count += 1
+    return count, time.perf_counter() - t0
+
+
+def count_idle(seconds: float) -> int:
+    count, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        count += 1
+    return count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1_000_000)
+    parser.add_argument("--features", type=int, default=16)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    args = parser.parse_args()
+    graph = synthetic_graph(args.nodes)
+    A = SparseTensor.from_scipy(gcn_adjacency(graph.edge_index, args.nodes))
+    s, v = A._structure, A.values.data
+    X = np.random.default_rng(0).standard_normal((args.nodes, args.features), dtype=np.float32)
+
+    set_num_threads(1)
+    count, seconds = count_while(lambda: s.csr().matmul(v, X))
+    idle = count_idle(seconds)
+    print(f"GIL: {count:,} loop iterations while the kernel ran {seconds * 1e3:.0f} ms, "
+          f"{idle:,} in as long idle ({count / max(idle, 1):.0%}): "
+          f"{'released' if count > idle / 4 else 'held'}")
+
+    times = {(n, op): [] for n in args.threads for op in ("A·X", "Aᵀ·X")}
+    results = {}
+    for _ in range(args.repeat):
+        for n in args.threads:
+            set_num_threads(n)
+            for op, fn in (("A·X", lambda: s.csr().matmul(v, X)),
+                           ("Aᵀ·X", lambda: s.transposed().csr().matmul(v, X, True))):
+                t0 = time.perf_counter()
+                results[n, op] = fn()
+                times[n, op].append((time.perf_counter() - t0) * 1e3)
+    first = args.threads[0]
+    for (n, op), ms in times.items():
+        same = np.array_equal(results[n, op], results[first, op])
+        print(f"{op:5} {n} thread(s): median {statistics.median(ms):7.1f} ms, "
+              f"speed-up {statistics.median(times[first, op]) / statistics.median(ms):.2f}x, "
+              f"bitwise equal to {first} thread(s): {same}")
+
+
+if __name__ == "__main__":
+    main()

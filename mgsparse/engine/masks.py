@@ -1,0 +1,77 @@
+"""Dropout keep masks from random bits: drawn from a generator, or hashed from coordinates.
+
+A float uniform per entry costs more than the multiply it gates, so each entry takes only
+the bits its p needs: p = 0.5 one bit; p a multiple of 1/256 one byte against a threshold
+(exact); any other p a 16-bit word against round(65536·p), i.e. p to the nearest 1/65536
+(|error| ≤ 7.7e-6). Dropout still scales by exactly 1/(1-p), as PyTorch does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_CHUNK = 1 << 20  # 64-bit hashes computed at once: bounds the temporaries to a few MB
+
+
+def _precision(p: float) -> tuple[int, int]:
+    """(bits per entry, threshold): an entry is kept iff its bits, as an integer, >= threshold."""
+    if p == 0.5:
+        return 1, 1
+    if p * 256 == int(p * 256):
+        return 8, int(p * 256)
+    return 16, min(round(p * 65536), 65535)
+
+
+def keep_mask(shape: tuple, p: float, rng: np.random.Generator) -> np.ndarray:
+    """A boolean keep mask, each entry False with probability p, from `rng`'s random bytes."""
+    n = int(np.prod(shape))
+    bits, threshold = _precision(p)
+    if bits == 1:
+        drawn = np.unpackbits(np.frombuffer(rng.bytes(-(-n // 8)), np.uint8), count=n)
+        return drawn.view(np.bool_).reshape(shape)
+    words = np.frombuffer(rng.bytes(n * bits // 8), np.uint8 if bits == 8 else "<u2")
+    return (words >= threshold).reshape(shape)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser (Steele et al. 2014) on a uint64 array, in place."""
+    z += np.uint64(0x9E3779B97F4A7C15)
+    z ^= z >> np.uint64(30)
+    z *= np.uint64(0xBF58476D1CE4E5B9)
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return z
+
+
+def hashed_keep_mask(key: int, ids: np.ndarray, width: int, p: float,
+                     entries: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """A keep mask that is a function of (key, ids[row], column) alone, not of draw order.
+
+    Row r's columns are cut into groups of 64/bits; group j of row r takes the 64 bits of
+    splitmix64((ids[r]·groups + j) ^ key), column c its bits at offset bits·(c mod 64/bits).
+    So a process holding any subset of the rows draws exactly those rows of the full mask,
+    with one hash per 64 entries at p = 0.5, per 8 bytes or per 4 words otherwise (a hash
+    per entry, with a float conversion, costs 12x more at 100,000 × 64).
+    Returns (len(ids), width) booleans, or one per stored entry for `entries=(row, col)`.
+    """
+    bits, threshold = _precision(p)
+    per = 64 // bits
+    groups, k = np.uint64(-(-width // per)), np.uint64(key & (2**64 - 1))
+    ids = np.asarray(ids).astype(np.uint64, copy=False)
+    if entries is not None:
+        row, col = (np.asarray(a).astype(np.uint64, copy=False) for a in entries)
+        z = _mix((ids[row] * groups + col // np.uint64(per)) ^ k)
+        z >>= (col % np.uint64(per)) * np.uint64(bits)
+        return (z & np.uint64((1 << bits) - 1)) >= np.uint64(threshold)
+    out = np.empty((len(ids), width), dtype=np.bool_)
+    step = max(1, _CHUNK // int(groups))
+    for r0 in range(0, len(ids), step):  # blocks of rows, not a loop over nodes
+        z = _mix((ids[r0:r0 + step, None] * groups + np.arange(groups, dtype=np.uint64)) ^ k)
+        raw = z.astype("<u8", copy=False).view(np.uint8)  # little-endian bytes on any host
+        if bits == 1:
+            block = np.unpackbits(raw, axis=1, count=width, bitorder="little").view(np.bool_)
+        else:
+            block = raw.view(np.uint8 if bits == 8 else "<u2")[:, :width] >= threshold
+        out[r0:r0 + step] = block
+    return out

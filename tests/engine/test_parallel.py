@@ -1,0 +1,173 @@
+"""The thread setting, fixed work blocks, and results that do not depend on the thread count."""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import numpy as np
+import pytest
+
+from mgsparse import SparseTensor, Tensor
+from mgsparse.engine import parallel
+from mgsparse.engine.buffers import Buffers
+from mgsparse.engine.ops import keep_mask
+from mgsparse.errors import HyperparameterError
+from mgsparse.nn import functional as F
+from mgsparse.nn.models import GCN
+from mgsparse.sparse import gcn_norm, num_threads, sddmm, set_num_threads
+
+
+@pytest.fixture(autouse=True)
+def restore_threads():
+    before = parallel.get_num_threads()
+    yield
+    set_num_threads(before)
+
+
+# ---------------------------------------------------------------- the setting
+
+
+def test_default_is_the_environment_variable_else_the_allowed_cores(monkeypatch):
+    monkeypatch.setenv("MGSPARSE_NUM_THREADS", "3")
+    assert parallel.default_num_threads() == 3
+    monkeypatch.delenv("MGSPARSE_NUM_THREADS")
+    assert parallel.default_num_threads() == len(os.sched_getaffinity(0))
+    assert set_num_threads(None) == len(os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize("bad", ["0", "-2", "two", "1.5"])
+def test_a_bad_environment_value_is_a_one_line_error(monkeypatch, bad):
+    monkeypatch.setenv("MGSPARSE_NUM_THREADS", bad)
+    with pytest.raises(HyperparameterError, match="MGSPARSE_NUM_THREADS must be a whole number"):
+        parallel.default_num_threads()
+
+
+def test_set_and_context_restore(monkeypatch):
+    assert set_num_threads(3) == 3 and parallel.get_num_threads() == 3
+    with num_threads(1) as n:
+        assert n == 1 and parallel.get_num_threads() == 1
+    assert parallel.get_num_threads() == 3
+    with pytest.raises(HyperparameterError):
+        set_num_threads(0)
+
+
+def test_blas_is_set_to_one_thread_where_numpy_brings_openblas():
+    if not parallel._openblas_libraries():
+        pytest.skip("numpy is not linked to OpenBLAS here")
+    assert parallel.limit_blas_threads(1) >= 1
+
+
+def test_blocks_cover_the_rows_once_and_ignore_the_thread_count():
+    for rows in (0, 1, 4095, 4097, 1_000_003):
+        blocks = parallel.row_blocks(rows)
+        assert blocks[0][0] == 0 and blocks[-1][1] == rows
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(blocks))
+    indptr = np.cumsum(np.r_[0, np.arange(50_000) % 7])
+    cut = parallel.nnz_blocks(indptr)
+    assert cut[0][0] == 0 and cut[-1][1] == 50_000 and len(cut) == 50_000 // 4096
+
+
+# ---------------------------------------------------------------- exact for any thread count
+
+
+def _gcn_gradients(threads: int, every: int, n: int = 20_000, f: int = 64) -> list[np.ndarray]:
+    """Gradients of one dropout GCN step on a random graph with several row blocks."""
+    set_num_threads(threads)
+    rng = np.random.default_rng(0)
+    src, dst = rng.integers(0, n, 5 * n), rng.integers(0, n, 5 * n)
+    edges = np.concatenate([np.stack([src, dst]), np.stack([dst, src])], axis=1)
+    adj = gcn_norm(SparseTensor.from_edge_index(edges, n))
+    x = Tensor(rng.standard_normal((n, f)).astype(np.float32))
+    model = GCN(f, 16, 5, rng=np.random.default_rng(1))
+    loss = F.cross_entropy(model(x, adj), rng.integers(0, 5, n), np.arange(0, n, every))
+    loss.backward()
+    return [p.grad for p in model.parameters()]
+
+
+@pytest.mark.parametrize("every", [7, 997])  # loss on 1 node in 7 / on 21 nodes (row-sparse)
+def test_gcn_gradients_are_bitwise_equal_on_one_and_three_threads(every):
+    one, three = _gcn_gradients(1, every), _gcn_gradients(3, every)
+    assert len(one) == 4
+    for a, b in zip(one, three):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_sddmm_in_chunks_is_bitwise_equal_across_threads(monkeypatch):
+    monkeypatch.setattr("mgsparse.sparse.ops._SDDMM_CHUNK", 64)
+    rng = np.random.default_rng(2)
+    A = SparseTensor(rng.integers(0, 300, (2, 3000)), np.ones(3000), (300, 300))
+    X, Y = rng.standard_normal((300, 8)), rng.standard_normal((300, 8))
+    with num_threads(1):
+        one = sddmm(A, X, Y).values.data
+    with num_threads(3):
+        three = sddmm(A, X, Y).values.data
+    np.testing.assert_array_equal(one, three)
+    np.testing.assert_allclose(one, np.einsum("ij,ij->i", X[A.row], Y[A.col]), atol=1e-12)
+
+
+# ---------------------------------------------------------------- dropout masks
+
+
+@pytest.mark.parametrize("p", [0.5, 0.25, 0.1, 0.3, 0.9])  # bits, bytes, words
+def test_keep_rate_is_within_five_sigma_of_one_minus_p(p):
+    n = 400_000
+    keep = keep_mask((n,), p, np.random.default_rng(11))
+    sigma = np.sqrt(p * (1 - p) / n)
+    assert abs(keep.mean() - (1 - p)) < 5 * sigma
+    halves = keep.reshape(2, -1).mean(axis=1)  # no drift along the array: the difference
+    assert abs(halves[0] - halves[1]) < 10 * sigma  # of two half means has s.d. 2σ
+
+
+def test_dropout_scales_by_exactly_one_over_one_minus_p_and_replays_from_a_seed():
+    x = Tensor(np.ones((300, 7), dtype=np.float32))
+    a = x.dropout(0.3, rng=np.random.default_rng(5)).data
+    b = x.dropout(0.3, rng=np.random.default_rng(5)).data
+    c = x.dropout(0.3, rng=np.random.default_rng(6)).data
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    assert set(np.unique(a)) == {0.0, np.float32(1 / 0.7)}
+
+
+# ---------------------------------------------------------------- gradients zero outside a few rows
+
+
+def _row_sparse(rng, rows: int, cols: int, nonzero: int) -> np.ndarray:
+    g = np.zeros((rows, cols))
+    g[rng.choice(rows, nonzero, replace=False)] = rng.standard_normal((nonzero, cols))
+    return g
+
+
+def test_row_sparse_gradients_take_the_short_paths_and_agree_with_the_dense_products(rng):
+    n = 3 * parallel.MIN_BLOCK_ROWS
+    g = _row_sparse(rng, n, 5, 40)
+    assert len(parallel.sparse_rows(g)) == 40
+    assert parallel.sparse_rows(rng.standard_normal((n, 5))) is None  # dense: the full path
+    a = rng.standard_normal((n, 64))
+    np.testing.assert_allclose(parallel.matmul_tn(a, g), a.T @ g, atol=1e-10)
+    A = SparseTensor(rng.integers(0, n, (2, 10 * n)), rng.standard_normal(10 * n), (n, n))
+    expected = A.to_scipy().T @ g
+    np.testing.assert_allclose(A._structure.t_matmul(A.values.data, g), expected, atol=1e-10)
+    np.testing.assert_allclose(A._structure.t_matmul(A.values.data, g[:, 0]), expected[:, 0],
+                               atol=1e-10)
+
+
+def test_column_sums_is_the_sum_over_rows(rng):
+    g = rng.standard_normal((5000, 7)).astype(np.float32)
+    np.testing.assert_allclose(parallel.column_sums(g), g.sum(axis=0, dtype=np.float64),
+                               rtol=1e-4)
+
+
+def test_dropout_buffers_are_reused_only_once_nothing_holds_them():
+    buffers = Buffers()
+    x = Tensor(np.ones((64, 8), dtype=np.float32), requires_grad=True)
+    first = x.dropout(0.5, rng=np.random.default_rng(0), buffers=buffers)
+    second = x.dropout(0.5, rng=np.random.default_rng(1), buffers=buffers)
+    assert second.data is not first.data  # `first` is alive: a new array
+    kept = first.data.copy()
+    first.sum().backward()
+    del first
+    third = x.dropout(0.5, rng=np.random.default_rng(0), buffers=buffers)
+    assert len(buffers._arrays) == 2 and any(third.data is a for a in buffers._arrays)
+    np.testing.assert_array_equal(third.data, kept)  # same seed, same values, reused array
+    assert not np.shares_memory(third.data, second.data)
