@@ -8,11 +8,12 @@ up to k in-neighbours of each target without replacement (all of them when the i
 a `Block` is then the rectangular (T, S) matrix of the sampled edges with T ≤ S, and the
 first T sources are the targets themselves, so a layer's root/self term reads rows [:T].
 
-Without replacement, vectorised: every candidate edge of a sampled row gets a random 32-bit
-key; one argsort of (row << 32 | key) orders each row's candidates by key, and the first k
-of each row (its rank from the row offsets) form a uniform k-subset. Rows taken whole get
-key 0 and keep their CSR order. No Python loop runs over nodes or edges; the cost is one sort
-of the frontier's candidate edges.
+Without replacement, vectorised: every candidate edge of a row with more than k in-edges
+gets a random 32-bit key; one argsort of (row << 32 | key) orders each such row's candidates
+by key, and the first k of each row (its rank from the row's first position) form a uniform
+k-subset. Rows taken whole are not sorted at all. Sources that are not targets are numbered
+in order of appearance without a sort (`_number_new`). No Python loop runs over nodes or
+edges; the cost is a few gathers per sampled edge plus one sort of the over-full rows' edges.
 
 `sample(seeds, rng)` builds the L blocks of an L-layer model from the innermost one (the
 seeds' neighbours, fanouts[-1]) outwards, each block's sources becoming the next block's
@@ -176,8 +177,9 @@ class NeighborSampler:
         new, col[outside] = self._number_new(sources[outside], t)
         n_id = np.concatenate([targets, new])
         local[n_id] = -1  # leave the scratch array clean for the next call
-        return Block(n_id=n_id, row=row, col=col, edge_id=None if self.edge_ids is None else self.edge_ids[pos],
-                     degree=self.degree[n_id], num_targets=t)
+        edge_id = None if self.edge_ids is None else self.edge_ids[pos]
+        return Block(n_id=n_id, row=row, col=col, edge_id=edge_id, degree=self.degree[n_id],
+                     num_targets=t)
 
     def sample(self, seeds: np.ndarray, rng: np.random.Generator | None) -> Batch:
         """The blocks of one batch: innermost (fanouts[-1]) around the seeds first."""
@@ -198,7 +200,7 @@ class NeighborSampler:
         """
         max_deg = int(self.degree.max()) if self.num_nodes else 0
         ks = [max_deg if k < 0 else min(k, max_deg) for k in reversed(self.fanouts)]
-        deg = self.degree[np.asarray(seeds, dtype=np.int64)]
+        deg = self.degree[np.asarray(seeds, dtype=np.int64)].astype(np.int64)
         e = deg if self.fanouts[-1] < 0 else np.minimum(deg, ks[0])
         total, t = e.copy(), 1 + e
         for k in ks[1:]:

@@ -108,7 +108,9 @@ def assert_same(a: list[Batch], b: list[Batch]) -> bool:
 def test_same_seed_same_batches_bitwise(graph):
     edge_index, n = graph
     sampler = NeighborSampler(edge_index, n, [4, 2], edge_ids=True)
-    make = lambda seed: NeighborLoader(sampler, np.arange(50), 16, seed=seed)  # noqa: E731
+    def make(seed):
+        return NeighborLoader(sampler, np.arange(50), 16, seed=seed)
+
     first, again, other = batches_of(make(3)), batches_of(make(3)), batches_of(make(4))
     assert len(first) == 8  # 4 batches per epoch, 2 epochs
     assert assert_same(first, again)
