@@ -32,7 +32,7 @@ from mgsparse.errors import HyperparameterError, ShapeError
 KEY_BITS = 32  # random key per candidate edge; rows above it (row < 2**31 targets per block)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Block:
     """The sampled in-edges of T target nodes as a (T, S) bipartite matrix.
 
@@ -40,15 +40,21 @@ class Block:
     and ``col`` (nnz,) local source of each sampled edge j → i, rows sorted; ``edge_id``
     (nnz,) the edge's column in the graph's edge_index (None unless the sampler was built
     with ``edge_ids=True``: one more gather per block); ``degree`` (S,) the full-graph
-    in-degree of each source (GCN's normalisation needs the true degrees).
+    in-degree of each source (GCN's normalisation needs the true degrees), gathered on first
+    use from ``graph_degree`` (N,), the sampler's own array (shared, not copied): SAGE and GAT
+    never read it, and the gather is a sixth of a block's sampling time.
     """
 
     n_id: np.ndarray
     row: np.ndarray
     col: np.ndarray
     edge_id: np.ndarray | None
-    degree: np.ndarray
+    graph_degree: np.ndarray
     num_targets: int
+
+    @property
+    def degree(self) -> np.ndarray:
+        return self.graph_degree[self.n_id]
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -178,7 +184,7 @@ class NeighborSampler:
         n_id = np.concatenate([targets, new])
         local[n_id] = -1  # leave the scratch array clean for the next call
         edge_id = None if self.edge_ids is None else self.edge_ids[pos]
-        return Block(n_id=n_id, row=row, col=col, edge_id=edge_id, degree=self.degree[n_id],
+        return Block(n_id=n_id, row=row, col=col, edge_id=edge_id, graph_degree=self.degree,
                      num_targets=t)
 
     def sample(self, seeds: np.ndarray, rng: np.random.Generator | None) -> Batch:
