@@ -129,9 +129,9 @@ def layerwise_inference(model: StackedModel, features: Any, sampler: Any,
     """Exact full-graph logits (N, C), one layer at a time over chunks of target rows.
 
     Layer l runs on the complete in-neighbourhood (fanout -1) of `chunk_size` targets at a
-    time, so the working set is one chunk's block and its sources' rows of layer l - 1 (plus
-    the (N, F_l) output being filled); nothing depends on sampling. Runs in eval mode
-    without recording gradients. `sampler` needs `.num_nodes` and `.block(targets, -1)`.
+    time: the working set is one chunk's block and its sources' rows (up to chunk · (1 + mean
+    in-degree) rows of width 2·F_l), plus the (N, F_{l-1}) input and the (N, F_l) output
+    being filled. Nothing depends on sampling. Runs in eval mode without recording gradients. `sampler` needs `.num_nodes` and `.block(targets, -1)`.
     """
     if chunk_size < 1:
         raise HyperparameterError(f"eval chunk size must be >= 1, got {chunk_size}")
@@ -145,10 +145,11 @@ def layerwise_inference(model: StackedModel, features: Any, sampler: Any,
                 out = None
                 for a in range(0, n, chunk_size):
                     block = sampler.block(np.arange(a, min(a + chunk_size, n)), -1)
-                    y = on_block(conv, block)(gather_rows(h, block.n_id)).data
+                    y = on_block(conv, block)(gather_rows(h, block.n_id))
+                    y = y if i == len(convs) - 1 else model.act(y)  # per chunk: no extra (N, F)
                     out = np.empty((n, y.shape[1]), y.dtype) if out is None else out
-                    out[a:a + len(y)] = y
-                h = Tensor(out) if i == len(convs) - 1 else model.act(Tensor(out))
+                    out[a:a + len(y)] = y.data
+                h = Tensor(out)
     finally:
         model.train(was_training)
     return h
