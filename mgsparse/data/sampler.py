@@ -17,7 +17,7 @@ edges; the cost is a few gathers per sampled edge plus one sort of the over-full
 
 `sample(seeds, rng)` builds the L blocks of an L-layer model from the innermost one (the
 seeds' neighbours, fanouts[-1]) outwards, each block's sources becoming the next block's
-targets; `Batch.blocks[0]` reads the input features of `Batch.n_id`.
+targets; `SampledBatch.blocks[0]` reads the input features of `SampledBatch.n_id`.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class Block:
 
 
 @dataclass(frozen=True)
-class Batch:
+class SampledBatch:
     """The blocks of one mini-batch, outermost first: ``blocks[0]`` reads x[n_id] and the
     last block's targets are the seed nodes (the rows the loss is taken on, in seed order)."""
 
@@ -86,7 +86,7 @@ class Batch:
     num_nodes = property(lambda self: len(self.blocks[0].n_id))
 
     def __repr__(self) -> str:
-        return f"Batch(seeds={len(self.seeds)}, nodes={self.num_nodes}, nnz={self.nnz})"
+        return f"SampledBatch(seeds={len(self.seeds)}, nodes={self.num_nodes}, nnz={self.nnz})"
 
 
 def _segments(start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -187,14 +187,14 @@ class NeighborSampler:
         return Block(n_id=n_id, row=row, col=col, edge_id=edge_id, graph_degree=self.degree,
                      num_targets=t)
 
-    def sample(self, seeds: np.ndarray, rng: np.random.Generator | None) -> Batch:
+    def sample(self, seeds: np.ndarray, rng: np.random.Generator | None) -> SampledBatch:
         """The blocks of one batch: innermost (fanouts[-1]) around the seeds first."""
         blocks: list[Block] = []
         targets = np.asarray(seeds, dtype=np.int64)
         for k in reversed(self.fanouts):
             blocks.append(self.block(targets, k, rng))
             targets = blocks[-1].n_id
-        return Batch(tuple(reversed(blocks)))
+        return SampledBatch(tuple(reversed(blocks)))
 
     def nnz_bound(self, seeds: np.ndarray) -> np.ndarray:
         """(len(seeds),) an upper bound on the block entries each seed can bring to a batch.
@@ -245,7 +245,8 @@ class NeighborLoader:
     Each epoch shuffles `nodes` (if `shuffle`) and cuts them into batches of `batch_size`
     seeds (None: one batch); with `max_batch_nnz` a batch also stops before its seeds' block
     bounds (`NeighborSampler.nnz_bound`) exceed the cap. All randomness comes from one
-    generator seeded with `seed`: the same seed gives bitwise the same batches.
+    generator, seeded with `seed` for `iter(loader)` or passed to `epoch(rng)`: the same seed
+    gives bitwise the same batches.
     """
 
     def __init__(self, sampler: NeighborSampler, nodes: np.ndarray, batch_size: int | None,
@@ -255,18 +256,23 @@ class NeighborLoader:
         self.rng = np.random.default_rng(seed)
         self._bound = None if max_batch_nnz is None else sampler.nnz_bound(self.nodes)
 
-    def plan(self) -> list[np.ndarray]:
-        """This epoch's seed batches (draws the shuffle from the loader's generator)."""
+    def plan(self, rng: np.random.Generator | None = None) -> list[np.ndarray]:
+        """One epoch's seed batches, shuffled with `rng` (default: the loader's generator)."""
+        rng = self.rng if rng is None else rng
         if self.shuffle:
-            perm = self.rng.permutation(len(self.nodes))
+            perm = rng.permutation(len(self.nodes))
             nodes, bound = self.nodes[perm], None if self._bound is None else self._bound[perm]
         else:
             nodes, bound = self.nodes, self._bound
         return plan_batches(nodes, self.batch_size, bound, self.max_batch_nnz)
 
-    def __iter__(self) -> Iterator[Batch]:
-        for seeds in self.plan():
-            yield self.sampler.sample(seeds, self.rng)
+    def epoch(self, rng: np.random.Generator) -> Iterator[SampledBatch]:
+        """One epoch whose shuffle and draws all come from `rng` (a run's own generator)."""
+        for seeds in self.plan(rng):
+            yield self.sampler.sample(seeds, rng)
+
+    def __iter__(self) -> Iterator[SampledBatch]:
+        return self.epoch(self.rng)
 
     def __repr__(self) -> str:
         return (f"NeighborLoader(nodes={len(self.nodes)}, batch_size={self.batch_size}, "

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import chi2
 
-from mgsparse.data.sampler import Batch, NeighborLoader, NeighborSampler, plan_batches
+from mgsparse.data.sampler import NeighborLoader, NeighborSampler, SampledBatch, plan_batches
 from mgsparse.errors import HyperparameterError
 
 
@@ -94,11 +94,11 @@ def test_the_uniformity_check_rejects_a_slightly_biased_sampler(rng):
     assert subset_pvalue(biased, 2) < 1e-6
 
 
-def batches_of(loader, epochs=2) -> list[Batch]:
+def batches_of(loader, epochs=2) -> list[SampledBatch]:
     return [b for _ in range(epochs) for b in loader]
 
 
-def assert_same(a: list[Batch], b: list[Batch]) -> bool:
+def assert_same(a: list[SampledBatch], b: list[SampledBatch]) -> bool:
     fields = ("n_id", "row", "col", "edge_id")
     return len(a) == len(b) and all(
         np.array_equal(getattr(x, f), getattr(y, f))
@@ -116,6 +116,8 @@ def test_same_seed_same_batches_bitwise(graph):
     assert assert_same(first, again)
     assert not assert_same(first, other)
     assert not assert_same(first[:4], first[4:])  # a new shuffle and new draws each epoch
+    loader = make(0)  # a run's own generator gives the same epochs as the loader's seed
+    assert assert_same(list(loader.epoch(np.random.default_rng(3))), first[:4])
 
 
 def test_batch_blocks_nest_and_cover_every_node_once(graph):
