@@ -37,11 +37,11 @@ from pathlib import Path
 
 import numpy as np
 
-from mgsparse.bench import rss_bytes
+from mgsparse.bench.measure import rss_bytes
 from mgsparse.config import config_from_dict
 from mgsparse.data import load_dataset
-from mgsparse.problem import build_model, build_optimizer, prepare
-from mgsparse.train import evaluate, train_step
+from mgsparse.run import GraphTask, build_optimizer, train_epoch
+from mgsparse.run.task import shuffle_generator
 
 RECIPE = {"hidden": 16, "dropout": 0.5, "lr": 0.01, "weight_decay": 5e-4}
 MB = 2**20
@@ -69,15 +69,16 @@ class MgsparseSide:
             "optim": {"name": "adam", "lr": RECIPE["lr"], "weight_decay": RECIPE["weight_decay"],
                       "weight_decay_first_layer_only": True},
             "train": {"grad_clip_norm": None, "seed": seed}}, "compare_pyg")
-        self.problem = prepare(self.config, graph)
-        self.model = build_model(self.config.model, self.problem, np.random.default_rng(seed))
+        self.task = GraphTask(self.config, graph)
+        self.model = self.task.build_model(np.random.default_rng(seed))
         self.optimizer = build_optimizer(self.config.optim, self.model)
+        self.shuffle = shuffle_generator(seed)
 
     def epoch(self) -> tuple[float, float]:
         """(val acc, test acc) after one training step."""
-        train_step(self.model, self.problem, self.optimizer, None)
-        metrics = evaluate(self.model, self.problem)
-        return metrics["val_acc"], metrics["test_acc"]
+        train_epoch(self.model, self.optimizer, self.task.batches(self.model, self.shuffle), None)
+        scores = self.task.evaluate(self.model)
+        return scores.val_acc, scores.test_acc
 
 
 class PygSide:

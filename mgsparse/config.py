@@ -1,7 +1,7 @@
 """Run configuration: YAML sections become frozen, validated dataclasses, built once.
 
-A config file has up to six sections (``dataset``, ``model``, ``optim``, ``train``,
-``sparse``, ``monitor``); every key has a default except ``dataset.name``. The schema is
+A config file has up to seven sections (``dataset``, ``model``, ``optim``, ``train``,
+``sparse``, ``sampler``, ``monitor``); every key has a default except ``dataset.name``. The schema is
 the dataclasses below: each field's annotation gives its type (``Literal`` for a choice,
 ``X | None`` when null is allowed, ``tuple[float, float]`` for a pair) and its metadata
 gives its range, so one table drives every check. Errors are ``ConfigError`` with one
@@ -16,6 +16,7 @@ import dataclasses
 import difflib
 import math
 import operator
+import types
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,12 +25,12 @@ from typing import Any, Literal
 
 import yaml
 
+from mgsparse.catalog import DATASET_NAMES, DATASETS, MODEL_KINDS, MODELS, is_points
 from mgsparse.config_yaml import Loader, Where, parse_yaml, yaml_error
 from mgsparse.errors import ConfigError
 
-POINT_CLOUD_DATASETS = ("moons", "circles", "blobs")
 
-
+FILE_KEYS = ("edges", "features", "labels", "train_nodes", "val_nodes", "test_nodes")
 _BOUNDS = {"ge": (operator.ge, ">="), "gt": (operator.gt, ">"),
            "le": (operator.le, "<="), "lt": (operator.lt, "<")}
 
@@ -48,11 +49,11 @@ class DatasetConfig:
 
     ``num_val``/``num_test`` are node counts for the random split and held-out sample
     counts for moons/circles/blobs; the ``num_nodes``…``homophily`` keys shape the
-    synthetic stochastic block model, ``noise``/``num_samples`` the point clouds.
+    synthetic stochastic block model, ``noise``/``num_samples`` the point clouds;
+    ``edges``…``test_nodes`` name the user's files for ``name: csv``.
     """
 
-    name: Literal["cora", "citeseer", "pubmed", "karate", "synthetic", "moons", "circles",
-                  "blobs"]
+    name: Literal[DATASET_NAMES]  # the catalog's names
     root: str | None = None
     split: Literal["public", "full", "random"] = "public"
     normalize_features: bool = True
@@ -67,14 +68,21 @@ class DatasetConfig:
     num_features: int = _num(64, ge=1)
     noise: float = _num(0.1, ge=0)
     num_samples: int = _num(1000, ge=2)
-    seed: int = 0
+    seed: int = _num(0, ge=0)
+    edges: str | None = None  # name: csv — the user's files, relative to the config's folder
+    features: str | None = None
+    labels: str | None = None
+    train_nodes: str | None = None
+    val_nodes: str | None = None
+    test_nodes: str | None = None
+    directed: bool = False  # csv and OGB: keep edges one-way (GCN expects both ways)
 
 
 @dataclass(frozen=True)
 class ModelConfig:
     """Architecture: passed to the model constructors as plain arguments."""
 
-    kind: Literal["gcn", "gat", "sage", "mlp"] = "gcn"
+    kind: Literal[MODEL_KINDS] = "gcn"
     hidden: int = _num(16, ge=1)
     layers: int = _num(2, ge=1)
     dropout: float = _num(0.5, ge=0, lt=1)
@@ -85,6 +93,7 @@ class ModelConfig:
     learn_edge_weight: bool = False
     normalize: bool = False
     head: Literal["softmax", "sigmoid"] = "softmax"
+    keyed_dropout: bool = False  # masks hashed from node ids: the masks a partitioned run draws
 
 
 @dataclass(frozen=True)
@@ -106,7 +115,7 @@ class TrainConfig:
 
     epochs: int = _num(200, ge=1)
     patience: int | None = _num(100, ge=1)
-    seed: int = 0
+    seed: int = _num(0, ge=0)
     runs: int = _num(1, ge=1)
     grad_clip_norm: float | None = _num(1.0, gt=0)
     loss: Literal["cross_entropy", "bce", "mse"] = "cross_entropy"
@@ -121,17 +130,37 @@ class SparseConfig:
 
 
 @dataclass(frozen=True)
+class SamplerConfig:
+    """Neighbour-sampled mini-batches (a graph model with ``train.batch_size`` set).
+
+    ``fanouts``: in-neighbours drawn per target node, one entry per layer from the input
+    layer up (-1: all of them); ``max_batch_nnz``: cap on the stored entries of a batch's
+    blocks (batches are cut smaller to stay under it); ``eval_chunk_size``: rows per chunk
+    of the exact layer-wise evaluation over the whole graph.
+    """
+
+    fanouts: tuple[int, ...] = _num((25, 10), ge=-1)
+    max_batch_nnz: int | None = _num(None, ge=1)
+    eval_chunk_size: int = _num(65536, ge=1)
+
+
+@dataclass(frozen=True)
 class MonitorConfig:
-    """Live monitoring: tracemalloc on/off, the memory alarm's budget, table refresh period."""
+    """Live monitoring: tracemalloc on/off, the memory budget, table refresh period.
+
+    ``memory_budget_mb``: "auto" is half the memory available when the run starts, null is no
+    limit. Operands are placed within it, and a run that passes 80% of it falls back to sparse.
+    """
 
     memory: bool = True
-    memory_budget_mb: float = _num(4096.0, gt=0)
+    memory_budget_mb: float | Literal["auto"] | None = _num("auto", gt=0)
     log_every: int = _num(10, ge=1)
 
 
 SECTIONS: dict[str, type] = {
     "dataset": DatasetConfig, "model": ModelConfig, "optim": OptimConfig,
-    "train": TrainConfig, "sparse": SparseConfig, "monitor": MonitorConfig,
+    "train": TrainConfig, "sparse": SparseConfig, "sampler": SamplerConfig,
+    "monitor": MonitorConfig,
 }
 
 
@@ -144,6 +173,7 @@ class Config:
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     sparse: SparseConfig = field(default_factory=SparseConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
     monitor: MonitorConfig = field(default_factory=MonitorConfig)
     source: str = field(default="<dict>", compare=False)
 
@@ -223,13 +253,27 @@ def _check_scalar(value: Any, hint: Any, meta: Mapping[str, Any]) -> Any:
 def _check_value(value: Any, hint: Any, meta: Mapping[str, Any], key: str) -> Any:
     """Check one field's value against its annotation; ``key`` is the dotted name."""
     nullable = type(None) in typing.get_args(hint)
-    if nullable:
-        if value is None:
+    words: tuple = ()  # a number that may also be one of some words: `float | Literal["auto"]`
+    if nullable or typing.get_origin(hint) in (typing.Union, types.UnionType):
+        if value is None and nullable:
             return None
-        hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
-    or_null = " or null" if nullable else ""
+        args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+        words = next((arg for arg in args if typing.get_origin(arg) is Literal), ())
+        hint = next(arg for arg in args if arg is not words)
+        if words and isinstance(value, str):
+            hint = words
+    if hint is words:
+        or_null = " or a number"
+    else:
+        or_null = "".join(f" or {word!r}" for word in typing.get_args(words) if words)
+    or_null += " or null" if nullable else ""
     if typing.get_origin(hint) is tuple:
         item_hints = typing.get_args(hint)
+        if item_hints[-1:] == (Ellipsis,):  # tuple[int, ...]: a non-empty list of any length
+            if not isinstance(value, list) or not value:
+                raise ConfigError(f"{key} must be a non-empty list of numbers{or_null} "
+                                  f"(got {_show(value)})")
+            item_hints = item_hints[:1] * len(value)
         if not isinstance(value, list) or len(value) != len(item_hints):
             raise ConfigError(f"{key} must be a list of {len(item_hints)} numbers{or_null} "
                               f"(got {_show(value)})")
@@ -290,16 +334,31 @@ def _build_section(cls: type, name: str, raw: Any, where: Where) -> Any:
 def _check_combination(config: Config, where: Where) -> None:
     """Settings that are each valid but cannot work together."""
     data, model, train = config.dataset, config.model, config.train
-    if data.name in POINT_CLOUD_DATASETS and model.kind != "mlp":
+    graphless = [kind for kind, facts in MODELS.items() if facts.operand is None]
+    if is_points(data.name) and model.kind not in graphless:
         raise ConfigError(f"{where(('model', 'kind'))}: model.kind {model.kind!r} needs a "
-                          f"graph, and dataset {data.name!r} has none; use kind: mlp")
-    if data.name in POINT_CLOUD_DATASETS and data.num_val + data.num_test >= data.num_samples:
+                          f"graph, and dataset {data.name!r} has none; use kind: "
+                          f"{' or '.join(graphless)}")
+    files = DATASETS[data.name].source == "files"
+    if files and data.edges is None:
+        raise ConfigError(f"{where(('dataset', 'name'))}: dataset.name {data.name!r} reads "
+                          f"your files: dataset.edges must name the edge list")
+    named = [key for key in FILE_KEYS if getattr(data, key) is not None]
+    if named and not files:
+        raise ConfigError(f"{where(('dataset', named[0]))}: dataset.{named[0]} is read only "
+                          f"for your own files (dataset.name: csv), not {data.name!r}")
+    if is_points(data.name) and data.num_val + data.num_test >= data.num_samples:
         raise ConfigError(f"{where(('dataset', 'num_test'))}: dataset.num_val + "
                           f"dataset.num_test ({data.num_val + data.num_test}) leave no "
                           f"training samples out of dataset.num_samples ({data.num_samples})")
-    if train.batch_size is not None and model.kind != "mlp":
-        raise ConfigError(f"{where(('train', 'batch_size'))}: train.batch_size must be null "
-                          f"for model.kind {model.kind!r} (graph models train full-batch)")
+    fanouts = config.sampler.fanouts
+    if any(k == 0 or k < -1 for k in fanouts):
+        raise ConfigError(f"{where(('sampler', 'fanouts'))}: sampler.fanouts entries must be "
+                          f">= 1 or -1 (all neighbours), got {list(fanouts)}")
+    sampled = train.batch_size is not None and model.kind not in graphless
+    if sampled and len(fanouts) != model.layers:
+        raise ConfigError(f"{where(('sampler', 'fanouts'))}: sampler.fanouts needs one entry per "
+                          f"layer ({model.layers}), got {list(fanouts)}")
     if (train.loss, model.head) in (("bce", "softmax"), ("cross_entropy", "sigmoid")):
         raise ConfigError(f"{where(('train', 'loss'))}: train.loss {train.loss!r} does not "
                           f"fit model.head {model.head!r} (bce goes with sigmoid, "
@@ -374,6 +433,16 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
     except OSError as err:  # a directory, no permission...
         raise ConfigError(f"{path}: cannot read config file ({err.strerror})") from None
     try:
-        return _build(parse_yaml(text, where), where, overrides)
+        config = _build(parse_yaml(text, where), where, overrides)
     except ConfigError as err:  # a key or value may hold a newline; the CLI shows one line
         raise ConfigError(" ".join(str(err).splitlines())) from None
+    return _files_from(config, Path(path).parent)
+
+
+def _files_from(config: Config, folder: Path) -> Config:
+    """The user's files named relative to the config's folder, made absolute once, so the
+    resolved config saved beside a run finds them again from anywhere."""
+    ds = config.dataset
+    files = {key: str((folder / getattr(ds, key)).resolve()) for key in FILE_KEYS
+             if getattr(ds, key) is not None}
+    return dataclasses.replace(config, dataset=dataclasses.replace(ds, **files)) if files else config

@@ -25,6 +25,13 @@ class DataError(MgsparseError):
     """A dataset file that is missing, malformed or unsafe."""
 
 
+class InputFileError(DataError):
+    """A malformed file the user named themselves (their own edge list, features, labels):
+    a usage error (exit 2) like a bad config value, where a damaged download is a runtime one."""
+
+    exit_code = 2
+
+
 class DownloadError(DataError):
     """A download that failed: network, HTTP status, timeout, truncated body."""
 
@@ -37,6 +44,10 @@ class TrainingError(MgsparseError):
     """A run that could not go on (a non-finite loss or gradient)."""
 
 
+class MemoryBudgetError(MgsparseError):
+    """A run whose estimated or measured memory does not fit `monitor.memory_budget_mb`."""
+
+
 class HyperparameterError(MgsparseError, ValueError):
     """A layer or optimizer argument out of range (lr <= 0, dropout p outside [0, 1), ...).
 
@@ -45,3 +56,7 @@ class HyperparameterError(MgsparseError, ValueError):
     """
 
     exit_code = 2
+
+
+class DistributedError(MgsparseError):
+    """A multi-process run that cannot go on: a rank died, hangs, or MPI is missing."""

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Tensor
+from mgsparse.engine.inplace import modified_in_place
 from mgsparse.errors import HyperparameterError, MgsparseError, ShapeError
 
 # ---------------------------------------------------------------- base
@@ -86,7 +87,8 @@ class Optimizer:
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
-                    self._update(p, p.grad, group)
+                    with modified_in_place(p):  # a graph that saved p now refuses its backward
+                        self._update(p, p.grad, group)
 
     def _update(self, p: Tensor, grad: np.ndarray, group: dict[str, Any]) -> None:
         raise NotImplementedError

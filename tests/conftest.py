@@ -1,5 +1,6 @@
-"""Fixtures shared by the whole suite: a seeded generator, float64 tensor factories, and a
-loopback HTTP server over the real Planetoid files in ../shared/planetoid."""
+"""Fixtures shared by the whole suite: a seeded generator, float64 tensor factories, config
+factories, the one CLI fixture every command test uses, and a loopback HTTP server over the
+real Planetoid files in ../shared/planetoid."""
 
 from __future__ import annotations
 
@@ -109,16 +110,74 @@ def mirror_env(planetoid_mirror, monkeypatch, tmp_path_factory):
 @pytest.fixture
 def skewed_dense_adjacency(monkeypatch):
     """Negative control for the dense-vs-sparse check: the dense Â is scaled by 1.01."""
-    import dataclasses
+    import importlib
 
-    from mgsparse import Tensor, bench
+    from mgsparse import Tensor
 
-    place = bench.place
+    dense_vs_sparse = importlib.import_module("mgsparse.bench.dense_vs_sparse")
+    place = dense_vs_sparse.place
 
     def skewed(base, representation):
-        problem = place(base, representation)
+        task = place(base, representation)
         if representation == "dense":
-            problem = dataclasses.replace(problem, norm_adj=Tensor(problem.norm_adj.data * 1.01))
-        return problem
+            task = task.with_operands(task.features, Tensor(task.operand.data * 1.01))
+        return task
 
-    monkeypatch.setattr(bench, "place", skewed)
+    monkeypatch.setattr(dense_vs_sparse, "place", skewed)
+
+
+# --- configs ------------------------------------------------------------------------------------
+
+CONFIGS = REPO_ROOT / "configs"
+
+
+def make_config(base: str = "karate", **sections):
+    """A config from the defaults for dataset `base`, each keyword a section's overrides:
+    make_config(model={"kind": "gat"}, train={"epochs": 3}). Memory tracing is off (it slows
+    every allocation) and patience is off unless a section says otherwise."""
+    from mgsparse.config import config_from_dict
+
+    raw = {"dataset": {"name": base}, "train": {"patience": None},
+           "monitor": {"memory": False}}
+    for name, values in sections.items():
+        raw.setdefault(name, {}).update(values)
+    return config_from_dict(raw)
+
+
+def moons_config(*overrides: str):
+    """configs/moons.yaml with `--set` style overrides; tracemalloc off (it slows the many tiny
+    steps ~10x)."""
+    from mgsparse.config import load_config
+
+    return load_config(CONFIGS / "moons.yaml", ["monitor.memory=false", *overrides])
+
+
+# --- the CLI ------------------------------------------------------------------------------------
+
+@pytest.fixture
+def cli():
+    """Invoke the `mgsparse` app as a user would: cli("train", path, "--epochs", 3). Arguments
+    may be paths or numbers; returns typer's Result (exit_code, stdout, stderr, output)."""
+    from typer.testing import CliRunner
+
+    from mgsparse.cli import app
+
+    runner = CliRunner()
+
+    def invoke(*args):
+        return runner.invoke(app, [str(a) for a in args])
+
+    return invoke
+
+
+def one_line_error(result, code: int, *needles: str) -> str:
+    """The command exited with `code` and printed exactly one `error:` line holding every needle
+    (and no traceback). Returns that line."""
+    assert result.exit_code == code, result.output
+    text = result.output.strip()
+    assert "Traceback" not in text
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), text
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]

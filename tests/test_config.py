@@ -13,6 +13,7 @@ import pytest
 
 from mgsparse import config as config_module
 from mgsparse.config import (
+    SECTIONS,
     Config,
     DatasetConfig,
     ModelConfig,
@@ -80,8 +81,12 @@ BAD_CONFIGS = [
     pytest.param(HEADER + "train:\n  loss: hinge\n", 5,
                  "train.loss must be one of 'cross_entropy', 'bce', 'mse' (got 'hinge')",
                  id="loss-unknown"),
-    pytest.param(HEADER + "train:\n  batch_size: 32\n", 5,
-                 "train.batch_size must be null for model.kind 'gcn'", id="batch-size-gcn"),
+    pytest.param(HEADER + "sampler:\n  fanouts: [0, 5]\n", 5,
+                 "sampler.fanouts entries must be >= 1 or -1 (all neighbours), got [0, 5]",
+                 id="fanout-zero"),
+    pytest.param(HEADER + "train:\n  batch_size: 32\nsampler:\n  fanouts: [10]\n", 7,
+                 "sampler.fanouts needs one entry per layer (2), got [10]",
+                 id="fanouts-per-layer"),
     pytest.param(HEADER + "model:\n  head: sigmoid\n  kind: mlp\n", 2,
                  "train.loss 'cross_entropy' does not fit model.head 'sigmoid'",
                  id="loss-head-mismatch"),
@@ -123,7 +128,7 @@ BAD_CONFIGS = [
     pytest.param(HEADER + "monitor:\n  memory: yes please\n", 5,
                  "monitor.memory must be true or false (got 'yes please')", id="memory-string"),
     pytest.param(HEADER + "monitor:\n  memory_budget_mb: .inf\n", 5,
-                 "monitor.memory_budget_mb must be a finite number (got .inf)", id="budget-inf"),
+                 "monitor.memory_budget_mb must be a finite number or 'auto' or null (got .inf)", id="budget-inf"),
     pytest.param(HEADER + "monitor:\n  log_every: 0\n", 5,
                  "monitor.log_every must be >= 1 (got 0)", id="log-every-zero"),
 ]
@@ -203,7 +208,8 @@ def test_defaults_are_the_documented_ones():
     assert (config.train.batch_size, config.train.runs) == (None, 1)
     assert config.sparse.sparsity_threshold == 0.1
     assert (config.monitor.memory, config.monitor.memory_budget_mb, config.monitor.log_every) == (
-        True, 4096.0, 10)
+        True, "auto", 10)
+    assert (config.sampler.fanouts, config.sampler.max_batch_nnz) == ((25, 10), None)
 
 
 def test_yaml_12_floats_and_integral_floats(tmp_path):
@@ -283,12 +289,22 @@ def test_every_documented_config_is_shipped():
             "moons.yaml", "cora-gat.yaml", "cora-sage.yaml"} <= names
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=lambda path: path.name)
+# Drafts of issue 18 whose keys (dataset.name csv / ogbn-arxiv, dataset.edges, .directed, ...)
+# DatasetConfig does not have yet: expected to fail until it does, then tested like the rest.
+AWAITING_KEYS = not hasattr(DatasetConfig, "directed")
+DRAFTS = {"arxiv.yaml", "csv-example.yaml"}
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(path, marks=pytest.mark.xfail(AWAITING_KEYS and path.name in DRAFTS,
+                                               reason="DatasetConfig lacks its keys",
+                                               raises=ConfigError, strict=True))
+    for path in SHIPPED], ids=lambda path: path.name)
 def test_shipped_config_loads_and_round_trips(path):
     config = load_config(path)
     assert isinstance(config, Config) and config.source == str(path)
     as_json = json.loads(json.dumps(config.to_dict()))
-    assert set(as_json) == {"dataset", "model", "optim", "train", "sparse", "monitor"}
+    assert set(as_json) == set(SECTIONS)
     assert config_from_dict(as_json) == config
 
 
@@ -322,4 +338,4 @@ def test_config_module_is_a_leaf():
     imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     outside_stdlib = {name for name in imported if name.split(".")[0] not in
                       sys.stdlib_module_names}
-    assert outside_stdlib == {"yaml", "mgsparse.config_yaml", "mgsparse.errors"}
+    assert outside_stdlib == {"yaml", "mgsparse.catalog", "mgsparse.config_yaml", "mgsparse.errors"}

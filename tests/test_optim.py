@@ -272,3 +272,27 @@ def test_mlp_learns_a_separable_xor_problem(make_opt):
         losses.append(loss.item())
     assert losses[0] > 0.5 and losses[-1] < 0.05
     assert F.accuracy(model(x), labels) == 1.0
+
+
+def test_clip_grad_norm_scales_a_0d_parameters_gradient():
+    """Issue #12, defect 2: a scalar's gradient was a numpy scalar, missed by the in-place
+    scaling: the post-clip norm stayed ~45 (torch: 1.0)."""
+    s = Parameter(np.array(2.0), dtype=np.float64)
+    v = Parameter(np.ones(3), dtype=np.float64)
+    ((s * 40.0) + (v * 10.0).sum()).backward()
+    norm = clip_grad_norm_([s, v], max_norm=1.0)
+    assert norm == pytest.approx(math.sqrt(40**2 + 3 * 10**2))
+    post = math.sqrt(float(s.grad) ** 2 + float((v.grad**2).sum()))
+    assert post == pytest.approx(1.0, abs=1e-6)
+
+
+def test_a_step_between_forward_and_backward_makes_the_backward_fail():
+    """Issue #12, defect 6: the backward read the stepped weights and gave [0, 8], not [6, 16]."""
+    w = Parameter(np.array([1.0, 2.0]), dtype=np.float64)
+    loss = (w * w * Tensor(np.array([3.0, 4.0]))).sum()
+    w.grad = np.array([1.0, 1.0])
+    SGD([w], lr=1.0).step()  # writes through the read-only guard, bumping w's version
+    np.testing.assert_array_equal(w.data, [0.0, 1.0])
+    with pytest.raises(MgsparseError, match=r"^Mul\.backward: .*modified in place after the "
+                                            r"forward \(version 0, now 1"):
+        loss.backward()

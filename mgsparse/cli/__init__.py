@@ -1,14 +1,20 @@
 """The `mgsparse` command line: the only package that imports typer and rich.
 
-Each command module declares options and makes one library call; errors raised by the
-library (`MgsparseError`) are rendered here once, as one red line and an exit code.
+Each command module declares its options and makes one library call; this module composes
+them into one app. Errors raised by the library (`MgsparseError`) are rendered once, as one
+red line and an exit code (`mgsparse.cli.render.fail`).
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import sys
+
 import typer
 
 import mgsparse
+from mgsparse.cli import bench, datasets, gradcheck, graph, partition, train
 from mgsparse.cli.render import fail
 from mgsparse.errors import MgsparseError
 
@@ -36,15 +42,48 @@ def _root(
     """mgsparse: sparse autograd for graph neural networks, on numpy and scipy."""
 
 
-def _register_commands() -> None:
-    # Imported here so that each module can import `app` from this package.
-    from mgsparse.cli import commands  # noqa: F401
+app.command()(train.train)
+app.command()(train.evaluate)
+app.command("gradcheck")(gradcheck.gradcheck_command)
+app.command()(bench.bench)
+app.command()(graph.graph)
+app.command()(partition.partition)
+app.add_typer(datasets.datasets_app, name="datasets")
+
+
+def _tolerant_streams() -> None:
+    """A terminal or pipe that cannot encode a glyph (PYTHONIOENCODING=ascii, LANG=C) gets a
+    '?' for it, not a UnicodeEncodeError halfway through a table."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
+
+
+def _unwritable_output(err: OSError) -> None:
+    """stdout or stderr refused the bytes (a full disk, a closed pipe): say so once where we
+    still can, silence the stream so the interpreter's last flush stays quiet, exit 1."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    try:
+        sys.stderr.write(f"error: cannot write the output: {err.strerror or err}\n")
+        sys.stderr.flush()
+    except OSError:
+        pass
+    raise SystemExit(141 if err.errno == errno.EPIPE else 1)
 
 
 def main() -> None:
     """Console-script entry point: run the app, turn library errors into exit codes."""
-    _register_commands()
+    _tolerant_streams()
     try:
         app(standalone_mode=True)
+        sys.stdout.flush()
     except MgsparseError as err:  # raised outside a command body (e.g. while parsing)
-        fail(err)
+        try:
+            fail(err)
+        except typer.Exit as done:  # outside typer, its Exit is ours to turn into a status
+            raise SystemExit(done.exit_code) from None
+    except OSError as err:
+        _unwritable_output(err)

@@ -1,113 +1,55 @@
-"""`mgsparse datasets list | download NAME | info NAME`: options plus one library call each."""
+"""`mgsparse datasets list | download NAME | info NAME_OR_PATH`: options plus a library call."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
-from rich.table import Table
 
-from mgsparse.cli import app
-from mgsparse.cli.render import err_console, fail, out
-from mgsparse.data import dataset_info, list_datasets, load_dataset, planetoid
+from mgsparse.cli.progress import download_bar
+from mgsparse.cli.render import datasets_table, fail, info_table, out
+from mgsparse.data import dataset_info, download_dataset, list_datasets
 from mgsparse.errors import MgsparseError
+from mgsparse.run.graph_task import graph_for
 
 datasets_app = typer.Typer(help="List, download and inspect datasets.", no_args_is_help=True)
-app.add_typer(datasets_app, name="datasets")
 
 ROOT_OPTION = typer.Option(None, "--root", help="Cache folder (default: $MGSPARSE_DATA or "
                            "./datasets).")
-URL_OPTION = typer.Option(None, "--url", help="Planetoid base URL or mirror folder "
-                          "(default: $MGSPARSE_PLANETOID_URL or the Planetoid repository).")
-
-
-@contextmanager
-def download_bar():
-    """A rich progress bar on stderr, fed by the library's ``progress(done, total, name)``;
-    it appears only once bytes actually move (cached and built-in datasets stay quiet)."""
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                   TransferSpeedColumn(), console=err_console, transient=True)
-    tasks: dict[str, int] = {}
-
-    def report(done: int, total: int | None, filename: str) -> None:
-        if not tasks:
-            bar.start()
-        if filename not in tasks:
-            tasks[filename] = bar.add_task(filename, total=total)
-        bar.update(tasks[filename], completed=done, total=total)
-
-    try:
-        yield report
-    finally:
-        if tasks:
-            bar.stop()
-
-
-def _size(num_bytes: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if num_bytes < 1024 or unit == "GB":
-            return f"{num_bytes:.0f} {unit}" if unit == "B" else f"{num_bytes:.1f} {unit}"
-        num_bytes /= 1024
-    return ""
+URL_OPTION = typer.Option(None, "--url", help="Base URL or mirror folder (default: "
+                          "$MGSPARSE_PLANETOID_URL / $MGSPARSE_OGB_URL or the dataset's server).")
 
 
 @datasets_app.command("list")
 def list_command(root: Path = ROOT_OPTION) -> None:
     """Known datasets, whether they are cached, and their size on disk."""
-    table = Table(title="datasets")
-    for column in ("name", "description", "cached", "size"):
-        table.add_column(column)
-    for row in list_datasets(root):
-        cached = {True: "yes", False: "no", None: "built in"}[row["cached"]]
-        size = _size(row["size_bytes"]) if row["cached"] is not None else "-"
-        table.add_row(row["name"], row["description"], cached, size)
-    out.print(table)
+    try:
+        rows = list_datasets(root)
+    except MgsparseError as err:
+        fail(err)
+    out.print(datasets_table(rows))
 
 
 @datasets_app.command("download")
 def download_command(name: str, root: Path = ROOT_OPTION, url: str = URL_OPTION) -> None:
-    """Fetch a Planetoid dataset and verify every file's SHA-256."""
-    if name.lower() in ("karate", "synthetic"):
-        out.print(f"{name} is built into mgsparse; nothing to download")
-        return
+    """Fetch a Planetoid or OGB dataset and verify its files."""
     try:
         with download_bar() as report:
-            folder = planetoid.download(name, root=root, url=url, progress=report)
+            done = download_dataset(name, root=root, url=url, progress=report)
     except MgsparseError as err:
         fail(err)
-    out.print(f"{planetoid.NAMES[name.lower()]}: 8 files verified in {folder}")
+    out.print(done, markup=False, highlight=False)
 
 
 @datasets_app.command("info")
-def info_command(name: str, root: Path = ROOT_OPTION, url: str = URL_OPTION) -> None:
+def info_command(target: str = typer.Argument(..., metavar="NAME_OR_PATH", help=(
+        "A dataset name, a config file (.yaml), a folder holding edges.csv (and optionally "
+        "features.*, labels.csv, train/val/test.csv), or an edge-list file.")),
+        root: Path = ROOT_OPTION, url: str = URL_OPTION) -> None:
     """Nodes, edges, features, classes, sparsity, split sizes and label counts of a dataset."""
     try:
         with download_bar() as report:
-            graph = load_dataset(name, root=root, url=url, progress=report)
+            graph = graph_for(target, root, url, report)
     except MgsparseError as err:
         fail(err)
     out.print(info_table(dataset_info(graph)))
-
-
-def info_table(info: dict) -> Table:
-    table = Table(title=f"{info['name']}", show_header=False)
-    table.add_column("property", style="bold")
-    table.add_column("value", justify="right")
-    labels = "  ".join(f"{c}: {n}" for c, n in enumerate(info["label_counts"]))
-    rows = [
-        ("nodes", f"{info['nodes']}"),
-        ("edges (directed)", f"{info['edges']}"),
-        ("features", f"{info['features']}"),
-        ("feature storage", info["feature_storage"]),
-        ("classes", f"{info['classes']}"),
-        ("adjacency nnz ratio", f"{info['adjacency_nnz_ratio']:.3e}"),
-        ("feature nnz ratio", f"{info['feature_nnz_ratio']:.3e}"),
-        ("split train/val/test", f"{info['train']}/{info['val']}/{info['test']}"),
-        ("unlabeled nodes", f"{info['unlabeled']}"),
-        ("label counts", labels),
-    ]
-    for key, value in rows:
-        table.add_row(key, value)
-    return table

@@ -15,20 +15,21 @@ from mgsparse.cli.render import err_console, warn
 COLUMNS = ("run", "epoch", "loss", "train", "val", "v.loss", "‖g‖", "Â nnz", "X nnz",
            "MB", "peak", "ms")
 CAPTION = ("train/val: accuracy · v.loss: validation loss · ‖g‖: gradient norm before clipping · Â/X nnz: stored entries of "
-           "the adjacency/features over rows·cols · MB/peak: traced memory · ms: epoch time")
+           "the adjacency/features over rows·cols · MB: held by the run (operands, parameters, "
+           "optimizer state) · peak: MB + the epoch's traced peak · ms: epoch time")
 MAX_ROWS = 20  # older rows scroll away; the summary keeps what matters
 
 
 class TrainDisplay:
     """Renders `fit`'s per-epoch callback; a no-op when disabled (--quiet, --json)."""
 
-    def __init__(self, config, problem, enabled: bool = True):
+    def __init__(self, config, densities: dict[str, float], enabled: bool = True):
         self.enabled = enabled
         self.config = config
         self.log_every = config.monitor.log_every
         self.total = config.train.epochs * config.train.runs
-        self.ratios = ("-", "-") if problem is None else (  # None: a point cloud, no graph
-            f"{problem.adjacency_density:.2%}", f"{problem.feature_density:.2%}")
+        self.ratios = tuple(f"{densities[k]:.2%}" if k in densities else "-"
+                            for k in ("adjacency", "features"))
         self.rows: list[tuple[str, ...]] = []
         self.progress = Progress(TextColumn("[bold]training"), BarColumn(), MofNCompleteColumn(),
                                  TextColumn("epochs"), TimeRemainingColumn(), console=err_console)
@@ -69,8 +70,8 @@ class TrainDisplay:
         for alarm in alarms:
             warn(f"run {run_index} epoch {row.epoch}: {alarm}")
         if row.epoch == 1 or row.epoch % self.log_every == 0 or alarms:
-            mem = ("-", "-") if not self.config.monitor.memory else (
-                f"{stats.mem_current_mb:.1f}", f"{stats.mem_peak_mb:.1f}")
+            mem = tuple("-" if v is None else f"{v:.1f}"
+                        for v in (stats.mem_held_mb, stats.mem_peak_mb))
             self.rows.append((str(run_index), str(row.epoch), f"{row.loss:.4f}",
                               f"{row.train_acc:.1%}", f"{row.val_acc:.1%}", f"{row.val_loss:.4f}",
                               f"{row.grad_norm:.3f}", *self.ratios, *mem, f"{stats.epoch_ms:.1f}"))

@@ -1,16 +1,37 @@
-"""Consoles and the one place that turns a library error into a red line and an exit code."""
+"""Every formatter of the CLI, the consoles, and the one place that turns a library error into
+a red line and an exit code."""
 
 from __future__ import annotations
 
+import math
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
+from mgsparse.bench import DenseVsSparseResult, Equivalence, SweepResult
+from mgsparse.checks import CheckReport
 from mgsparse.errors import MgsparseError
+from mgsparse.run import MemoryReport, SavedRunScores, TrainResult
+from mgsparse.run.monitor import MB
 
-out = Console()
-err_console = Console(stderr=True)
+
+def _width() -> int | None:
+    """The terminal width rich should use: COLUMNS when it is a sane number (COLUMNS=0 or junk
+    would make rich print nothing at all), else rich's own guess."""
+    columns = os.environ.get("COLUMNS", "")
+    return None if not columns.isdigit() or int(columns) >= 20 else 80
+
+
+out = Console(width=_width())
+err_console = Console(stderr=True, width=_width())
 
 
 def fail(err: MgsparseError | str, code: int | None = None) -> None:
@@ -26,42 +47,319 @@ def warn(message: str) -> None:
     err_console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
+# ---------------------------------------------------------------- train, evaluate
+
+
 def _mb(num_bytes: int) -> str:
-    return f"{num_bytes / 2**20:.2f} MB"
+    return f"{num_bytes / MB:.2f} MB"
 
 
-def summary_table(result) -> Table:
+def summary_table(result: TrainResult) -> Table:
     """The end-of-training table: accuracies (mean ± std over runs), time, memory, placement."""
     s = result.summary()
     cfg = result.config
     table = Table(title=f"{cfg.model.kind.upper()} on {cfg.dataset.name}: summary", show_header=False)
     table.add_column("", style="bold")
     table.add_column("")
-    runs = s["runs"]
-    spread = f" ± {s['test_acc_std']:.2%}" if runs > 1 else ""
-    paper = f"   (paper: {s['paper_test_acc']:.1%})" if s["paper_test_acc"] else ""
-    table.add_row("runs", f"{runs} (seeds {cfg.train.seed}..{cfg.train.seed + max(runs, 1) - 1})")
-    table.add_row("test accuracy", f"{s['test_acc_mean']:.2%}{spread}{paper}")
-    table.add_row("val accuracy", f"{s['val_acc_mean']:.2%}")
-    table.add_row("best epoch", ", ".join(map(str, s["best_epochs"][:10])) or "-")
-    table.add_row("epoch time (median)", f"{s['epoch_time_ms_median']:.2f} ms")
-    total = sum(st.epoch_ms for r in result.runs for st in r.stats) / 1e3
-    table.add_row("total training time", f"{total:.2f} s")
+    spread = f" ± {s.test_acc_std:.2%}" if s.runs > 1 else ""
+    paper = f"   (paper: {s.paper_test_acc:.1%})" if s.paper_test_acc else ""
+    last_seed = cfg.train.seed + max(s.runs, 1) - 1
+    table.add_row("runs", f"{s.runs} (seeds {cfg.train.seed}..{last_seed})")
+    table.add_row("test accuracy", f"{s.test_acc_mean:.2%}{spread}{paper}")
+    table.add_row("val accuracy", f"{s.val_acc_mean:.2%}")
+    table.add_row("best epoch", ", ".join(map(str, s.best_epochs[:10])) or "-")
+    table.add_row("epoch time (median)", f"{s.epoch_time_ms_median:.2f} ms")
+    table.add_row("total training time", f"{s.total_time_s:.2f} s")
     if cfg.monitor.memory:
-        table.add_row("peak traced memory", f"{s['peak_memory_mb']:.2f} MB")
+        table.add_row("peak traced memory", f"{s.peak_memory_mb:.2f} MB")
     for operand, where in result.placement.items():
         table.add_row(operand, where)
-    table.add_row("status", s["status"])
+    table.add_row("status", s.status)
     return table
 
 
-def memory_table(report: dict) -> Table:
+def memory_table(report: MemoryReport) -> Table:
     table = Table(title="where the memory of one training step went")
     table.add_column("held by")
     table.add_column("bytes", justify="right")
-    for key in ("parameters", "optimizer_state", "adjacency", "features"):
-        table.add_row(key.replace("_", " "), _mb(report[key]))
-    for op, nbytes in report["saved_for_backward"].items():
+    table.add_row("parameters", _mb(report.parameters))
+    table.add_row("optimizer state", _mb(report.optimizer_state))
+    for operand, nbytes in report.operands.items():
+        table.add_row(operand, _mb(nbytes))
+    for op, nbytes in report.saved_for_backward.items():
         table.add_row(f"saved for backward by {op}", _mb(nbytes))
-    table.add_row("[bold]tracemalloc peak of the step[/]", _mb(report["traced_peak"]))
+    table.add_row("[bold]held + the step's traced peak[/]", _mb(report.traced_peak))
+    table.add_row("budget estimate of that peak", _mb(report.estimate))
+    return table
+
+
+def evaluate_table(run_dir, rows: list[SavedRunScores]) -> Table:
+    table = Table(title=f"evaluate {run_dir}")
+    for col in ("run", "seed", "train acc", "val acc", "test acc", "val loss"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        s = r.scores
+        table.add_row(str(r.run), str(r.seed), f"{s.train_acc:.2%}", f"{s.val_acc:.2%}",
+                      f"{s.test_acc:.2%}", f"{s.val_loss:.4f}")
+    return table
+
+
+# ---------------------------------------------------------------- bench
+
+
+def _mb2(num_bytes: float) -> str:
+    return f"{num_bytes / MB:,.2f}"
+
+
+def _mb1(num_bytes: float) -> str:
+    mb = num_bytes / MB
+    return f"{mb:.2f}" if mb < 10 else (f"{mb:.1f}" if mb < 100 else f"{mb:,.0f}")
+
+
+def _count(n: int) -> str:
+    """1000 -> 1k, 1100000 -> 1.1M: short enough for a ten-column table."""
+    for unit, size in (("M", 10**6), ("k", 10**3)):
+        if n >= size:
+            return f"{n / size:.3g}{unit}"
+    return str(n)
+
+
+def _ms(value: float) -> str:
+    return f"{value:.2f}" if value < 10 else (f"{value:.1f}" if value < 100 else f"{value:,.0f}")
+
+
+def _pct(fraction: float) -> str:
+    return "100%" if fraction >= 1 else f"{fraction:.3%}"
+
+
+def comparison_table(r: DenseVsSparseResult) -> Table:
+    s, d = r.sparse, r.dense
+    table = Table(title=f"GCN training step on {r.dataset}: {r.num_nodes:,} nodes, "
+                        f"Â nnz {r.adjacency_nnz:,} ({_pct(s.adjacency_stored_fraction)}), "
+                        f"X nnz {r.feature_nnz:,} ({_pct(s.feature_stored_fraction)}); "
+                        f"median of {r.repeat} steps after {r.warmup} warm-up")
+    for column in ("", "median\nms", "IQR\nms", "peak\nMB", "est.\nMB", "step\nMB",
+                   "operands\nMB", "RSS\nMB"):
+        table.add_column(column, justify="left" if not column else "right", no_wrap=True)
+    for row in (s, d):
+        table.add_row(row.representation, _ms(row.step_ms_median), _ms(row.step_ms_iqr),
+                      _mb2(row.traced_peak_bytes), _mb2(row.estimate_bytes),
+                      _mb2(row.step_transient_bytes), _mb2(row.operand_bytes),
+                      _mb2(row.rss_bytes))
+    table.add_row("[bold]dense/sparse[/]", f"[bold]{r.time_ratio:.1f}x[/]", "",
+                  f"[bold]{r.memory_ratio:.1f}x[/]", "",
+                  f"{d.step_transient_bytes / max(s.step_transient_bytes, 1):.1f}x",
+                  f"{d.operand_bytes / max(s.operand_bytes, 1):.1f}x", f"{r.rss_ratio:.2f}x")
+    table.caption = ("peak: traced bytes from the operands' creation to the top of one step; "
+                     "est.: the run's budget estimate of it; step: what the step itself added; "
+                     "RSS: whole process")
+    return table
+
+
+def equivalence_line(eq: Equivalence) -> str:
+    status = "[green]agree[/]" if eq.passed else "[bold red]DIFFER[/]"
+    return (f"equivalence (same initial weights, dropout off): loss {eq.loss_sparse:.6f} vs "
+            f"{eq.loss_dense:.6f}, max relative difference over loss and "
+            f"{len(eq.grad_rel_diff)} gradients {eq.max_rel_diff:.2e} "
+            f"(tolerance {eq.tolerance:g}): {status}")
+
+
+def sweep_table(s: SweepResult) -> Table:
+    table = Table(title=f"scaling sweep: GCN step on synthetic SBM graphs, median of "
+                        f"{s.repeat} steps (dense budget {s.memory_budget_mb:,.0f} MB)",
+                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for column in ("nodes", "Â nnz", "sparse\nms", "IQR\nms", "scipy\nÂ·H ms",
+                   "sparse\npeak MB", "dense\nms", "dense\npeak MB", "time\nd/s", "mem\nd/s"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for p in s.points:
+        sp_, d = p.sparse, p.dense
+        dense_cells = ([_ms(d.step_ms_median), _mb1(d.traced_peak_bytes),
+                        f"{d.step_ms_median / sp_.step_ms_median:.0f}x",
+                        f"{d.traced_peak_bytes / max(sp_.traced_peak_bytes, 1):.0f}x"]
+                       if d else ["skipped", "", "", ""])
+        table.add_row(_count(p.num_nodes), _count(p.adjacency_nnz), _ms(sp_.step_ms_median),
+                      _ms(sp_.step_ms_iqr), _ms(p.kernel_ms), _mb1(sp_.traced_peak_bytes),
+                      *dense_cells)
+    return table
+
+
+def _exp(value: float | None) -> str:
+    return f"{value:.2f}" if value is not None else "n/a (fewer than two sizes)"
+
+
+def sweep_lines(s: SweepResult) -> list[str]:
+    sizes = [p.num_nodes for p in s.points]
+    local = ", ".join(f"{a:,}→{b:,}: {k:.2f}" for a, b, k in
+                      zip(sizes, sizes[1:], s.local_time_exponents))
+    fitted = f"Â nnz {min(s.fit_nnz):,}..{max(s.fit_nnz):,}"
+    kernel = s.kernel_time_exponent_large
+    why = (": the excess over 1 is the memory hierarchy (cache misses), not the engine"
+           if kernel is not None and kernel > 1.05 else "")
+    lines = [(f"sparse step time ∝ nnz^{_exp(s.time_exponent_all)} over all sizes; "
+              f"∝ nnz^{_exp(s.time_exponent_large)} over {fitted} (fixed overhead left out)"),
+             f"between consecutive sizes: {local or 'n/a'}",
+             f"scipy's bare Â·H over {fitted} ∝ nnz^{_exp(kernel)}{why}",
+             (f"sparse traced peak ∝ nnz^{_exp(s.memory_exponent_large)} "
+              f"(all sizes: {_exp(s.memory_exponent_all)})")]
+    if s.dense_time_exponent_nodes is not None:
+        lines.append(f"dense step time ∝ nodes^{s.dense_time_exponent_nodes:.2f}")
+    lines += [f"n={p.num_nodes:,}: {p.dense_skipped}" for p in s.points if p.dense_skipped]
+    checked = [p for p in s.points if p.equivalence]
+    if checked:
+        worst = max(p.equivalence.max_rel_diff for p in checked)
+        status = "[green]agree[/]" if s.passed else "[bold red]DIFFER[/]"
+        lines.append(f"equivalence at {len(checked)} size(s) where dense ran: max relative "
+                     f"difference {worst:.2e}: {status}")
+    return lines
+
+
+# ---------------------------------------------------------------- datasets
+
+
+def _size(num_bytes: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if num_bytes < 1024 or unit == "GB":
+            return f"{num_bytes:.0f} {unit}" if unit == "B" else f"{num_bytes:.1f} {unit}"
+        num_bytes /= 1024
+    return ""
+
+
+def datasets_table(rows: list[dict]) -> Table:
+    table = Table(title="datasets")
+    for column in ("name", "description", "cached", "size"):
+        table.add_column(column)
+    for row in rows:
+        cached = {True: "yes", False: "no"}.get(
+            row["cached"], "your files" if row.get("source") == "files" else "built in")
+        size = _size(row["size_bytes"]) if row["cached"] is not None else "-"
+        table.add_row(row["name"], row["description"], cached, size)
+    return table
+
+
+def info_table(info: dict) -> Table:
+    table = Table(title=f"{info['name']}", show_header=False)
+    table.add_column("property", style="bold")
+    table.add_column("value", justify="right")
+    labels = "  ".join(f"{c}: {n}" for c, n in enumerate(info["label_counts"]))
+    rows = [
+        ("nodes", f"{info['nodes']}"),
+        ("edges (directed)", f"{info['edges']}"),
+        ("features", f"{info['features']}"),
+        ("feature storage", info["feature_storage"]),
+        ("classes", f"{info['classes']}"),
+        ("adjacency nnz ratio", f"{info['adjacency_nnz_ratio']:.3e}"),
+        ("feature nnz ratio", f"{info['feature_nnz_ratio']:.3e}"),
+        ("split train/val/test", f"{info['train']}/{info['val']}/{info['test']}"),
+        ("unlabeled nodes", f"{info['unlabeled']}"),
+        ("label counts", labels),
+    ]
+    for key, value in rows:
+        table.add_row(key, value)
+    return table
+
+
+# ---------------------------------------------------------------- gradcheck
+
+BAR_DELAY_S = 0.5  # the default run is over before this: no bar flickers past
+PIPE_WIDTH = 120  # a file or pipe has no width: print the table whole instead of at 80
+
+
+class DelayedBar:
+    """`run_checks`' progress callback: a bar on a terminal's stderr, shown only once the run
+    has lasted BAR_DELAY_S, and gone when it ends."""
+
+    def __init__(self, console: Console | None = None, delay_s: float | None = None) -> None:
+        self.console = console or err_console
+        self.delay_s = BAR_DELAY_S if delay_s is None else delay_s
+        self.start = time.perf_counter()
+        self.progress: Progress | None = None
+        self.task = None
+
+    def __call__(self, done: int, total: int, name: str) -> None:
+        waited = time.perf_counter() - self.start
+        if self.progress is None and self.console.is_terminal and waited > self.delay_s:
+            self.progress = Progress(TextColumn("[bold]gradcheck"), BarColumn(),
+                                     MofNCompleteColumn(), TextColumn("{task.description}"),
+                                     console=self.console, transient=True)
+            self.progress.start()
+            self.task = self.progress.add_task(name, total=total, completed=done)
+        if self.progress is not None:
+            self.progress.update(self.task, completed=done, description=name)
+
+    def __enter__(self) -> DelayedBar:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def _shapes(shapes: tuple) -> str:
+    return ", ".join("×".join(map(str, s)) if s else "()" for s in shapes)
+
+
+def _err(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x:.1e}"  # NaN: nothing measured (raised, or no entries)
+
+
+def gradcheck_table(report: CheckReport) -> Table:
+    """One row per (op, oracle); an op's name, shapes and nnz are shown on its first row."""
+    table = Table(title=f"gradient checks, float64, size {report.size}, seed {report.seed}",
+                  box=box.SIMPLE_HEAD)
+    for name in ("op", "input shapes", "nnz", "max abs err", "max rel err", "oracle", "verdict"):
+        table.add_column(name, no_wrap=name != "input shapes", overflow="fold",
+                         justify="right" if name in ("nnz", "max abs err", "max rel err")
+                         else "left")
+    rows = report.rows
+    for i, r in enumerate(rows):
+        first = i == 0 or rows[i - 1].op != r.op
+        last = i == len(rows) - 1 or rows[i + 1].op != r.op
+        table.add_row(r.op if first else "", _shapes(r.input_shapes) if first else "",
+                      "" if not first or r.nnz is None else str(r.nnz), _err(r.max_abs_err),
+                      _err(r.max_rel_err), r.oracle, r.verdict,
+                      style="" if r.passed else "bold red", end_section=last)
+    return table
+
+
+def gradcheck_lines(report: CheckReport) -> list[str]:
+    """A line per failure that has an explanation, then the summary line."""
+    lines = [f"[bold red]FAIL[/] {r.op} ({r.oracle}): {escape(r.detail)}"
+             for r in report.rows if r.detail]
+    worst = report.worst
+    where = (f"; worst abs err {worst.max_abs_err:.1e} ({worst.op}, {worst.oracle})"
+             if worst else "")
+    empty = len(report.rows) - report.gradient_checks
+    shapes = f" (+{empty} shapes only: no entries)" if empty else ""
+    failed = report.failed_ops
+    head = (f"[bold red]{len(failed)} of {len(report.ops)} ops failed[/]: {', '.join(failed)}"
+            if failed else
+            f"[green]all {report.gradient_checks} checks of {len(report.ops)} ops passed[/]"
+            f"{shapes}")
+    return [*lines, f"{head}{where}; {report.seconds:.2f} s"]
+
+
+@contextmanager
+def pipe_width(console: Console = out) -> Iterator[None]:
+    """A file or pipe has no width: widen `console` from its default 80 columns meanwhile."""
+    width = console.width
+    if not console.is_terminal:
+        console.width = max(width, PIPE_WIDTH)
+    try:
+        yield
+    finally:
+        console.width = width
+
+
+# ---------------------------------------------------------------- partition
+
+
+def partition_table(manifest: dict, out_dir) -> Table:
+    table = Table(title=f"{manifest['num_parts']} parts in {out_dir} "
+                        f"({manifest.get('method', 'metis')})")
+    for column in ("part", "nodes", "halo rows"):
+        table.add_column(column, justify="right")
+    for i, (n, h) in enumerate(zip(manifest["nodes_per_part"], manifest["halo_per_part"])):
+        table.add_row(str(i), f"{n:,}", f"{h:,}")
+    table.caption = (f"edge cut: {manifest['cut_entries']:,} entries of Â; each epoch exchanges "
+                     f"{manifest['bytes_per_epoch'] / MB:,.2f} MB in all")
     return table

@@ -1,4 +1,4 @@
-"""`mgsparse train` and `mgsparse evaluate`: options, one library call, and the live display."""
+"""`mgsparse train` and `mgsparse evaluate`: options, one library call each, the live display."""
 
 from __future__ import annotations
 
@@ -10,48 +10,73 @@ from typing import Iterator, Optional
 
 import typer
 
-from mgsparse.cli import app
-from mgsparse.cli.datasets import download_bar
 from mgsparse.cli.live import TrainDisplay
-from mgsparse.cli.render import err_console, fail, memory_table, out, summary_table, warn
-from mgsparse.config import POINT_CLOUD_DATASETS, load_config
+from mgsparse.cli.progress import download_bar
+from mgsparse.cli.render import (
+    err_console,
+    evaluate_table,
+    fail,
+    memory_table,
+    out,
+    summary_table,
+    warn,
+)
+from mgsparse.config import load_config
 from mgsparse.errors import MgsparseError
-from mgsparse.outputs import evaluate_saved, metrics_dict, output_dir, write_outputs
-from mgsparse.plot import check_plot_target, save_training_plot
-from mgsparse.problem import load_graph, prepare
-from mgsparse.train import fit, measure_memory
-from mgsparse.train_points import fit_points, measure_points_memory
+from mgsparse.run import (
+    evaluate_saved,
+    fit,
+    make_task,
+    measure_memory,
+    metrics_dict,
+    write_outputs,
+)
+from mgsparse.run.checkpoint import check_output_dir
+from mgsparse.run.distributed_task import fit_partitioned
 
 EXIT_INTERRUPTED = 130  # the shell's convention for a run ended by SIGINT
+EXIT_TERMINATED = 143  # ... and by SIGTERM (128 + 15)
+
+
+class _Signals:
+    """Ctrl-C or SIGTERM asks the run to stop after the current epoch; a second one aborts
+    the epoch at once. Once training is over (`finishing`), further signals are ignored
+    until the results are written and the summary printed: what the run did is kept."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.finishing = False
+
+    def handler(self, signum, frame) -> None:
+        name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+        if self.finishing:
+            err_console.print(f"[yellow]{name}: writing what the run produced first[/]")
+            return
+        if self.received is not None:
+            raise KeyboardInterrupt
+        self.received = signum
+        err_console.print(f"[yellow]{name}: stopping after this epoch (again to abort)[/]")
 
 
 @contextmanager
-def _ctrl_c_ends_epoch() -> Iterator[list[bool]]:
-    """The first Ctrl-C asks the run to stop after the current epoch; a second one aborts."""
-    requested = [False]
-
-    def handler(signum, frame):
-        if requested[0]:
-            raise KeyboardInterrupt
-        requested[0] = True
-        err_console.print("[yellow]Ctrl-C: stopping after this epoch (again to abort)[/]")
-
+def _signals_end_epoch() -> Iterator[_Signals]:
+    state = _Signals()
     try:
-        previous = signal.signal(signal.SIGINT, handler)
+        previous = {s: signal.signal(s, state.handler) for s in (signal.SIGINT, signal.SIGTERM)}
     except ValueError:  # not the main thread (e.g. inside a test runner thread)
-        yield requested
+        yield state
         return
     try:
-        yield requested
+        yield state
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for s, old in previous.items():
+            signal.signal(s, old)
 
 
 def _downloads(silent: bool):
     return nullcontext(None) if silent else download_bar()
 
 
-@app.command()
 def train(
     config_path: Path = typer.Argument(..., metavar="CONFIG", help="YAML config, e.g. configs/cora.yaml"),
     set_: list[str] = typer.Option([], "--set", help="Override a key: --set optim.lr=0.005 (repeatable)"),
@@ -62,54 +87,82 @@ def train(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live display, only the summary"),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout"),
     plot: Optional[Path] = typer.Option(
-        None, "--plot", help="Point clouds: save the decision boundary and loss curve (.png)"),
+        None, "--plot", help="Save the run's pictures (.png, .svg or .pdf; needs matplotlib)"),
+    partitions: Optional[Path] = typer.Option(
+        None, "--partitions", help="Train over MPI on the parts `mgsparse partition` wrote: "
+        "mpiexec -n K mgsparse train CONFIG --partitions DIR"),
 ) -> None:
     """Train a GNN from a YAML config, with a live table of loss, accuracy, gradient norm and memory."""
+    from mgsparse import plots  # matplotlib itself is imported only when a picture is drawn
+
     overrides = list(set_)
     overrides += [f"train.runs={runs}"] if runs is not None else []
     overrides += [f"train.epochs={epochs}"] if epochs is not None else []
     try:
         config = load_config(config_path, overrides)
         if plot:
-            check_plot_target(plot, config.dataset.name)
+            plots.check_plot_target(plot)
         if out_dir:
-            output_dir(out_dir)
-        problem = _load_problem(config, quiet or as_json)
-        display = TrainDisplay(config, problem, enabled=not (quiet or as_json))
-        write = (lambda result: write_outputs(out_dir, result)) if out_dir else None
-        with _ctrl_c_ends_epoch() as stop, display:
-            result = _fit(config, problem, on_epoch=display.on_epoch, on_run_end=write,
-                          should_stop=lambda: stop[0])
-        if memory_report:
-            report = (measure_points_memory(config) if problem is None
-                      else measure_memory(config, problem))
-            result.memory_report = report.to_dict()
-        if out_dir:
-            write_outputs(out_dir, result)
-        if plot:
-            saved = save_training_plot(result, plot)
-            err_console.print(f"decision boundary and loss curve: {saved}", markup=False)
+            check_output_dir(out_dir)
+        writer = _Writer(out_dir)
+        if partitions is not None:
+            return _train_partitioned(config, partitions, writer, quiet or as_json, as_json)
+        with _downloads(quiet or as_json) as progress:
+            task = make_task(config, progress)
+        for event in task.budget_events:
+            warn(event.message)
+        display = TrainDisplay(config, task.densities, enabled=not (quiet or as_json))
+        with _signals_end_epoch() as signals:
+            with display:
+                result = fit(config, task, on_epoch=display.on_epoch, on_run_end=writer,
+                             should_stop=lambda: signals.received is not None)
+            signals.finishing = True
+            if memory_report:
+                result.memory_report = measure_memory(config, task)
+            writer(result)
+            if plot and writer.error is None:
+                saved = plots.save_training_plot(result, task, plot)
+                err_console.print(f"pictures of the run: {saved}", markup=False)
+            _report(result, as_json, memory_report, signals.received, writer.error)
     except MgsparseError as e:
         fail(e)
-    _report(result, as_json, memory_report)
 
 
-def _load_problem(config, silent: bool):
-    """The prepared graph, or None for a point cloud (moons, circles, blobs): no graph to load."""
-    if config.dataset.name in POINT_CLOUD_DATASETS:
-        return None
-    with _downloads(silent) as progress:
-        graph = load_graph(config.dataset, progress)
-    return prepare(config, graph)
+def _train_partitioned(config, partitions: Path, writer, silent: bool, as_json: bool) -> None:
+    """One rank of `mpiexec -n K mgsparse train CONFIG --partitions DIR`: rank 0 shows the
+    live table and the summary and writes the run folder; every rank trains."""
+    def report(e: BaseException) -> None:
+        message = str(e).splitlines()[0] if str(e) else type(e).__name__
+        err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+
+    display = TrainDisplay(config, {}, enabled=not silent)
+    with display:
+        result, rank = fit_partitioned(config, partitions, display.on_epoch, writer, report)
+    if rank != 0:
+        return
+    writer(result)
+    _report(result, as_json, False, None, writer.error)
 
 
-def _fit(config, problem, **callbacks):
-    return fit_points(config, **callbacks) if problem is None else fit(config, problem, **callbacks)
+class _Writer:
+    """Writes the run folder after every run; a failure (a full disk, a folder removed
+    mid-run) is kept, not raised, so training goes on and the summary is still printed."""
+
+    def __init__(self, out_dir: Optional[Path]):
+        self.out_dir, self.error = out_dir, None
+
+    def __call__(self, result) -> None:
+        if self.out_dir is None or self.error is not None:
+            return
+        try:
+            write_outputs(self.out_dir, result)
+        except MgsparseError as e:
+            self.error = MgsparseError(f"{e} (the summary above was not saved)")
 
 
-def _report(result, as_json: bool, memory_report: bool) -> None:
+def _report(result, as_json: bool, memory_report: bool, signum, write_error=None) -> None:
     if as_json:
-        out.print_json(json.dumps(metrics_dict(result)["summary"]))
+        typer.echo(json.dumps(metrics_dict(result)["summary"]))
     else:
         out.print(summary_table(result))
         if memory_report and result.memory_report:
@@ -117,13 +170,14 @@ def _report(result, as_json: bool, memory_report: bool) -> None:
     for run in result.runs:
         if run.message:
             warn(run.message)
+    if write_error is not None:  # the summary above is all that is left of the run
+        fail(write_error)
     if result.failed:
         raise typer.Exit(1)
     if result.interrupted:
-        raise typer.Exit(EXIT_INTERRUPTED)
+        raise typer.Exit(EXIT_TERMINATED if signum == signal.SIGTERM else EXIT_INTERRUPTED)
 
 
-@app.command()
 def evaluate(
     run_dir: Path = typer.Argument(..., metavar="DIR", help="The --out folder of `mgsparse train`"),
     as_json: bool = typer.Option(False, "--json", help="Print the accuracies as JSON"),
@@ -135,14 +189,7 @@ def evaluate(
     except MgsparseError as e:
         fail(e)
     if as_json:
-        out.print_json(json.dumps(rows))
+        typer.echo(json.dumps([{"run": r.run, "seed": r.seed, **r.scores.__dict__}
+                               for r in rows]))
         return
-    from rich.table import Table
-
-    table = Table(title=f"evaluate {run_dir}")
-    for col in ("run", "seed", "train acc", "val acc", "test acc", "val loss"):
-        table.add_column(col, justify="right")
-    for r in rows:
-        table.add_row(str(r["run"]), str(r["seed"]), f"{r['train_acc']:.2%}",
-                      f"{r['val_acc']:.2%}", f"{r['test_acc']:.2%}", f"{r['val_loss']:.4f}")
-    out.print(table)
+    out.print(evaluate_table(run_dir, rows))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
-from mgsparse.data import planetoid, transforms
+from mgsparse.data import ogb, planetoid, transforms
 from mgsparse.data.download import fetch
 from mgsparse.data.files import load_edge_list, load_features, load_labels, load_user_graph
 from mgsparse.data.graph import Graph, dataset_info
@@ -17,6 +17,7 @@ from mgsparse.data.loader import DataLoader, TensorDataset
 from mgsparse.data.planetoid import load as load_planetoid
 from mgsparse.data.synthetic import karate_club, make_blobs, make_circles, make_moons, sbm
 from mgsparse.data.transforms import full_split, normalize_features, public_split, random_split
+from mgsparse.catalog import DATASETS, GRAPH_DATASETS
 from mgsparse.errors import ConfigError
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "Graph",
     "TensorDataset",
     "dataset_info",
+    "download_dataset",
     "fetch",
     "full_split",
     "karate_club",
@@ -44,14 +46,7 @@ __all__ = [
     "sbm",
 ]
 
-KNOWN_DATASETS = ("cora", "citeseer", "pubmed", "karate", "synthetic")
-DESCRIPTIONS = {
-    "cora": "citation graph: 2,708 nodes, 10,556 edges, 1,433 features, 7 classes",
-    "citeseer": "citation graph: 3,327 nodes, 9,104 edges, 3,703 features, 6 classes",
-    "pubmed": "citation graph: 19,717 nodes, 88,648 edges, 500 features, 3 classes",
-    "karate": "Zachary's karate club: 34 nodes, 156 edges, 2 factions (embedded)",
-    "synthetic": "stochastic block model, generated from a seed (any size)",
-}
+KNOWN_DATASETS = GRAPH_DATASETS  # the graphs `load_dataset` builds (points: `make_moons`, ...)
 _SBM_OPTIONS = set(inspect.signature(sbm).parameters)
 
 
@@ -69,19 +64,44 @@ def load_dataset(name: str, root: str | Path | None = None, split: str = "public
     if split not in transforms.SPLITS:
         raise ConfigError(f"unknown split {split!r}; expected one of "
                           f"{', '.join(transforms.SPLITS)}")
-    if key in planetoid.NAMES:
+    if key not in DATASETS or DATASETS[key].kind != "graph":
+        raise ConfigError(f"unknown dataset {name!r}; known: {', '.join(KNOWN_DATASETS)}")
+    source = DATASETS[key].source
+    if source == "planetoid":
         return planetoid.load(key, root=root, split=split, url=url,
                               normalize_features=normalize_features, progress=progress, **kw)
-    if key == "karate":
+    if source == "ogb":
+        return ogb.load(key, root=root, split=split, url=url,
+                        normalize_features=normalize_features, progress=progress, **kw)
+    if source == "files":
+        raise ConfigError(f"{key}: your own graph is read by mgsparse.data.user.load_csv_graph "
+                          "from the files a config names (dataset.edges, ...)")
+    if source == "builtin":  # Zachary's karate club
         graph = transforms.apply_split(karate_club(), split, **kw)
-    elif key == "synthetic":
+    else:  # generated: the stochastic block model
         unknown = sorted(set(kw) - _SBM_OPTIONS)
         if unknown:
-            raise ConfigError(f"synthetic: unknown option(s) {', '.join(unknown)}")
+            raise ConfigError(f"{key}: unknown option(s) {', '.join(unknown)}")
         graph = transforms.apply_split(sbm(**kw), "full" if split == "full" else "public")
-    else:
-        raise ConfigError(f"unknown dataset {name!r}; known: {', '.join(KNOWN_DATASETS)}")
     return transforms.apply_normalize(graph) if normalize_features else graph
+
+
+def download_dataset(name: str, root: str | Path | None = None, url: str | None = None,
+                     progress=None) -> str:
+    """Fetch and verify a downloadable dataset into the cache; returns one line saying what
+    was checked and where it is."""
+    key = str(name).lower()
+    if key not in DATASETS:
+        raise ConfigError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+    source = DATASETS[key].source
+    if source == "planetoid":
+        folder = planetoid.download(key, root=root, url=url, progress=progress)
+        return f"{planetoid.NAMES[key]}: 8 files verified in {folder}"
+    if source == "ogb":
+        archive = ogb.download(key, root=root, url=url, progress=progress)
+        sha = ogb.recorded_sha256(archive) or ""
+        return f"{key}: {archive.name} checked (SHA-256 {sha[:16]}... recorded) in {archive.parent}"
+    return f"{key} is {source} in mgsparse; nothing to download"
 
 
 def list_datasets(root: str | Path | None = None) -> list[dict]:
@@ -89,9 +109,11 @@ def list_datasets(root: str | Path | None = None) -> list[dict]:
     needs no download) and the bytes its cache folder takes."""
     rows = []
     for name in KNOWN_DATASETS:
-        row = {"name": name, "description": DESCRIPTIONS[name], "cached": None,
-               "size_bytes": 0, "path": None}
-        if name in planetoid.NAMES:
-            row.update(planetoid.cache_status(name, root))
+        source = DATASETS[name].source
+        row = {"name": name, "description": DATASETS[name].description, "cached": None,
+               "size_bytes": 0, "path": None, "source": source}
+        if source in ("planetoid", "ogb"):
+            module = planetoid if source == "planetoid" else ogb
+            row.update(module.cache_status(name, root))
         rows.append(row)
     return rows

@@ -8,7 +8,12 @@
   the temporary file, and a cached ``dest`` whose checksum does not match is deleted first,
   so the folder never holds a partial or unverified file;
 - connection errors, timeouts, truncated bodies and 5xx answers are retried with exponential
-  backoff; 4xx answers are final (a 404 will not turn into a 200 by asking again).
+  backoff; 4xx answers are final (a 404 will not turn into a 200 by asking again);
+- at most ``max_bytes`` are written: a mirror streaming an endless body is cut off there;
+- SIGTERM (``kill``, ``timeout``, schedulers) removes the temporary file as Ctrl-C does, then
+  ends the process as SIGTERM would have (see `sigterm_unwinds`);
+- a malformed URL is a ConfigError and a file that cannot be written a DataError, each one
+  line naming the URL or path.
 """
 
 from __future__ import annotations
@@ -16,16 +21,16 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import ParseResult, urlparse
 from urllib.request import url2pathname
 
 import requests
 
-from mgsparse.errors import ChecksumError, DownloadError
+from mgsparse.data.atomic import new_temp_file, sigterm_unwinds
+from mgsparse.errors import ChecksumError, ConfigError, DataError, DownloadError
 
 Progress = Callable[[int, "int | None", str], None]
 CHUNK_BYTES = 1 << 16
@@ -47,57 +52,92 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+# --- URLs -----------------------------------------------------------------------------------------
+
+def parse_url(text: str) -> ParseResult:
+    """``urlparse`` that turns a malformed URL (``http://[::1/``, a port of 99999) into a
+    one-line ConfigError instead of a ValueError."""
+    try:
+        parsed = urlparse(str(text))
+        parsed.port  # noqa: B018 -- parsing the port is what validates it
+    except ValueError as exc:
+        raise ConfigError(f"malformed URL {str(text)!r} ({exc}); give an http(s):// URL, a "
+                          "file:// URL or a folder path") from None
+    if parsed.scheme in ("http", "https") and not parsed.hostname:
+        raise ConfigError(f"malformed URL {str(text)!r} (no host name); give an http(s):// "
+                          "URL, a file:// URL or a folder path")
+    return parsed
+
+
 def is_remote(url_or_path: str) -> bool:
-    return urlparse(str(url_or_path)).scheme in ("http", "https")
+    return parse_url(url_or_path).scheme in ("http", "https")
 
 
 def local_path(url_or_path: str | Path) -> Path:
     """A ``file://`` URL or a plain path, as a Path."""
     text = str(url_or_path)
-    parsed = urlparse(text)
+    parsed = parse_url(text)
     if parsed.scheme == "file":
         return Path(url2pathname(parsed.path))
     if parsed.scheme and len(parsed.scheme) > 1:  # one letter is a Windows drive, not a scheme
-        raise DownloadError(f"unsupported URL scheme {parsed.scheme!r} in {text} "
-                            "(use http(s)://, file:// or a folder path)")
+        raise ConfigError(f"unsupported URL scheme {parsed.scheme!r} in {text} "
+                          "(use http(s)://, file:// or a folder path)")
     return Path(text)
 
 
+# --- fetch ----------------------------------------------------------------------------------------
+
 def fetch(url_or_path: str | Path, dest: Path, sha256: str, *, progress: Progress | None = None,
           timeout: tuple[float, float] = (5, 30), retries: int = 3,
-          backoff: float = 0.5) -> Path:
+          backoff: float = 0.5, max_bytes: int | None = None) -> Path:
     """Make ``dest`` a verified copy of ``url_or_path`` and return it.
 
     ``timeout`` is (connect, read) seconds per attempt; a failed attempt is retried up to
     ``retries`` times, sleeping ``backoff * 2**k`` seconds before retry k+1.
     ``progress(done_bytes, total_bytes_or_None, filename)`` is called as bytes arrive
-    (total is None when the server sends no Content-Length).
+    (total is None when the server sends no Content-Length). A source announcing or sending
+    more than ``max_bytes`` is abandoned at once, with no more than ``max_bytes`` written.
     """
     dest = Path(dest)
     if not (isinstance(sha256, str) and re.fullmatch(r"[0-9a-f]{64}", sha256)):
         raise ChecksumError(f"no valid SHA-256 given for {dest.name} ({sha256!r}): an "
                             "unverifiable file is never fetched")
-    if dest.is_file():
-        if sha256_file(dest) == sha256:
-            return dest  # verified cache: no bytes move, so no progress is reported
-        dest.unlink()  # stale or tampered: it must not stay beside verified files
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    os.close(fd)
-    tmp = Path(tmp_name)
+    remote = is_remote(str(url_or_path))  # a malformed URL fails before the cache is touched
+    source = str(url_or_path) if remote else local_path(url_or_path)
     try:
-        if is_remote(str(url_or_path)):
-            digest = _download(str(url_or_path), tmp, dest.name, progress, timeout, retries,
-                               backoff)
-        else:
-            digest = _copy(local_path(url_or_path), tmp, dest.name, progress)
+        if dest.is_file():
+            if sha256_file(dest) == sha256:
+                return dest  # verified cache: no bytes move, so no progress is reported
+            dest.unlink()  # stale or tampered: it must not stay beside verified files
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with sigterm_unwinds():
+            _fetch_to_temp(source, dest, sha256, progress, max_bytes,
+                           (timeout, retries, backoff) if remote else None)
+    except OSError as exc:  # requests' errors are OSErrors too, but never get this far
+        raise DataError(f"cannot write {exc.filename or dest}: {exc.strerror or exc}; check "
+                        "that the folder is writable and the disk not full") from None
+    return dest
+
+
+def _fetch_to_temp(source: str | Path, dest: Path, sha256: str, progress: Progress | None,
+                   max_bytes: int | None, http: tuple | None) -> None:
+    """Bytes into ``.<name>.*.part`` beside ``dest``, renamed only once the SHA-256 matched;
+    the temporary file is removed on every way out (exceptions, Ctrl-C, SIGTERM)."""
+    tmp = None
+    try:
+        fd, tmp = new_temp_file(dest.parent, f".{dest.name}.", ".part")
+        with os.fdopen(fd, "wb") as out:
+            if http is not None:
+                digest = _download(str(source), out, dest.name, progress, max_bytes, *http)
+            else:
+                digest = _copy(Path(source), out, dest.name, progress, max_bytes)
         if digest != sha256:
-            raise ChecksumError(f"{dest.name} from {url_or_path} has SHA-256 {digest[:16]}..., "
+            raise ChecksumError(f"{dest.name} from {source} has SHA-256 {digest[:16]}..., "
                                 f"expected {sha256[:16]}...; the file was discarded")
         os.replace(tmp, dest)
     finally:
-        tmp.unlink(missing_ok=True)
-    return dest
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
 
 
 def probe(url_or_path: str, timeout: tuple[float, float] = (5, 30)) -> bool:
@@ -117,33 +157,61 @@ def probe(url_or_path: str, timeout: tuple[float, float] = (5, 30)) -> bool:
     return True
 
 
+def _write_capped(chunks: Iterable[bytes], out, name: str, source: str | Path,
+                  total: int | None, progress: Progress | None,
+                  max_bytes: int | None) -> tuple[str, int]:
+    """(SHA-256, bytes written) of the chunks written to ``out``. A source announcing, or
+    sending, more than ``max_bytes`` is refused before the byte beyond the cap is written."""
+    limit = max_bytes if max_bytes is not None else float("inf")
+    digest, done = hashlib.sha256(), 0
+    if total is not None and total > limit:
+        raise _too_big(name, source, max_bytes)
+    for chunk in chunks:
+        if done + len(chunk) > limit:
+            raise _too_big(name, source, max_bytes)
+        out.write(chunk)
+        digest.update(chunk)
+        done += len(chunk)
+        if progress is not None:
+            progress(done, total, name)
+    return digest.hexdigest(), done
+
+
+def _too_big(name: str, source: str | Path, max_bytes: int) -> DownloadError:
+    return DownloadError(f"{name} from {source} is larger than the {max_bytes:,} bytes it can "
+                         "be; the download was stopped and nothing kept (wrong or hostile "
+                         "mirror?)")
+
+
 # --- local mirror -----------------------------------------------------------------------------
 
-def _copy(source: Path, tmp: Path, name: str, progress: Progress | None) -> str:
+def _copy(source: Path, out, name: str, progress: Progress | None,
+          max_bytes: int | None) -> str:
     if not source.is_file():
         raise DownloadError(f"{name} not found in mirror folder {source.parent}")
-    total = source.stat().st_size
-    digest, done = hashlib.sha256(), 0
-    with open(source, "rb") as src, open(tmp, "wb") as out:
-        while chunk := src.read(CHUNK_BYTES):
-            out.write(chunk)
-            digest.update(chunk)
-            done += len(chunk)
-            if progress is not None:
-                progress(done, total, name)
-    return digest.hexdigest()
+    try:
+        src = open(source, "rb")
+    except OSError as exc:
+        raise DownloadError(f"cannot read {source}: {exc.strerror or exc}") from None
+    with src:
+        chunks = iter(lambda: src.read(CHUNK_BYTES), b"")
+        digest, _ = _write_capped(chunks, out, name, source, source.stat().st_size, progress,
+                                  max_bytes)
+    return digest
 
 
 # --- HTTP ---------------------------------------------------------------------------------------
 
-def _download(url: str, tmp: Path, name: str, progress: Progress | None,
+def _download(url: str, out, name: str, progress: Progress | None, max_bytes: int | None,
               timeout: tuple[float, float], retries: int, backoff: float) -> str:
     last: _Transient | None = None
     for attempt in range(retries + 1):
         if attempt:
             time.sleep(backoff * 2 ** (attempt - 1))
+        out.seek(0)
+        out.truncate()  # a retry starts from an empty file
         try:
-            return _download_once(url, tmp, name, progress, timeout)
+            return _download_once(url, out, name, progress, timeout, max_bytes)
         except _Transient as exc:
             last = exc
     assert last is not None
@@ -157,8 +225,8 @@ def _download(url: str, tmp: Path, name: str, progress: Progress | None,
     raise error from last
 
 
-def _download_once(url: str, tmp: Path, name: str, progress: Progress | None,
-                   timeout: tuple[float, float]) -> str:
+def _download_once(url: str, out, name: str, progress: Progress | None,
+                   timeout: tuple[float, float], max_bytes: int | None) -> str:
     # identity encoding: Content-Length then counts the very bytes we hash and store.
     headers = {"Accept-Encoding": "identity"}
     try:
@@ -169,20 +237,16 @@ def _download_once(url: str, tmp: Path, name: str, progress: Progress | None,
                 raise DownloadError(f"cannot download {name}: {url} answered HTTP "
                                     f"{response.status_code} {response.reason}")
             total = _content_length(response)
-            digest, done = hashlib.sha256(), 0
-            with open(tmp, "wb") as out:
-                for chunk in response.iter_content(CHUNK_BYTES):
-                    out.write(chunk)
-                    digest.update(chunk)
-                    done += len(chunk)
-                    if progress is not None:
-                        progress(done, total, name)
+            digest, done = _write_capped(response.iter_content(CHUNK_BYTES), out, name, url,
+                                         total, progress, max_bytes)
+    except requests.exceptions.InvalidURL as exc:
+        raise ConfigError(f"malformed URL {url!r} ({exc})") from None
     except requests.RequestException as exc:
         reason, unreachable = _reason(exc)
         raise _Transient(reason, unreachable) from exc
     if total is not None and done != total:
         raise _Transient(f"truncated body: {done} of {total} bytes")
-    return digest.hexdigest()
+    return digest
 
 
 def _content_length(response: requests.Response) -> int | None:

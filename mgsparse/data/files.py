@@ -11,12 +11,15 @@ Formats:
 - labels: ``.npy`` (1-D integers) or text with one integer per line (node 0 first);
   ``-1`` means "no label".
 
-Every malformed input raises a DataError naming the file and, for text, the line.
+Every malformed input raises a DataError naming the file and, for text, the line (for
+``.npy``/``.npz`` arrays, the row): unreadable files, wrong shapes, NaN or infinite features
+and weights, and node ids too large to be meant (see `load_edge_list`).
 """
 
 from __future__ import annotations
 
 import re
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +30,12 @@ from mgsparse.data.transforms import default_split_sizes, random_split
 from mgsparse.errors import DataError
 
 _FIELD_SEPARATOR = re.compile(r"\s*[,;\t]\s*|\s+")
+# Without features or labels to give the node count, ids must lie below the larger of these:
+# E edges touch at most 2E nodes, and a small graph may keep a few isolated ids besides.
+MIN_INFERRED_NODES = 1 << 16
+# What np.load raises on a truncated, emptied or foreign .npy/.npz (a huge bogus header: Memory).
+_NUMPY_FILE_ERRORS = (OSError, ValueError, EOFError, KeyError, TypeError, MemoryError,
+                      zipfile.BadZipFile)
 
 
 # --- text tables --------------------------------------------------------------------------------
@@ -41,6 +50,8 @@ def _read_table(path: Path, widths: tuple[int, ...] | None,
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
+    except OSError as exc:  # a folder, no permission, an I/O error
+        raise DataError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
         raise DataError(f"{path}: not a UTF-8 text file (expected {what})") from None
     numbered = [(number, line.strip()) for number, line in enumerate(text.splitlines(), 1)]
@@ -70,12 +81,34 @@ def _convert(cells: np.ndarray, dtype, path: Path, line_numbers: np.ndarray, wha
         kind = "an integer" if python_type is int else "a number"
         for row, values in enumerate(cells.reshape(cells.shape[0], -1)):
             for value in values:
+                where = f"{path} line {line_numbers[row]}"
                 try:
-                    python_type(value)
+                    np.array(python_type(value)).astype(dtype)
                 except ValueError:
-                    where = f"{path} line {line_numbers[row]}"
                     raise DataError(f"{where}: {what} {str(value)!r} is not {kind}") from None
+                except OverflowError:
+                    raise DataError(f"{where}: {what} {str(value)} is out of range for "
+                                    f"{np.dtype(dtype).name}") from None
         raise DataError(f"{path}: values out of range for {np.dtype(dtype).name}") from None
+
+
+def _require_finite(values: np.ndarray | sp.csr_matrix, path: Path,
+                    line_numbers: np.ndarray | None, what: str) -> None:
+    """A DataError naming the first row (its text line, or its index in an array file) that
+    holds a NaN or an infinity: training on one would only "diverge" many epochs later."""
+    if sp.issparse(values):
+        bad = np.flatnonzero(~np.isfinite(values.data))
+        rows, found = np.searchsorted(values.indptr, bad, side="right") - 1, values.data[bad]
+    else:
+        flat = values.reshape(values.shape[0], -1)
+        rows, cols = np.nonzero(~np.isfinite(flat))  # row-major: rows[0] is the first bad row
+        found = flat[rows, cols]
+    if not rows.size:
+        return
+    row, value = int(rows[0]), found[0]
+    where = f"line {line_numbers[row]}" if line_numbers is not None else f"row {row}"
+    raise DataError(f"{path} {where}: {what} {value} is not a finite float32 (NaN, infinity "
+                    "or beyond 3.4e38); fix or remove it")
 
 
 # --- the three loaders --------------------------------------------------------------------------
@@ -84,22 +117,31 @@ def load_edge_list(path: str | Path, num_nodes: int | None = None
                    ) -> tuple[np.ndarray, np.ndarray | None]:
     """(edge_index (2, E) int64 as written, weights (E,) float32 or None).
 
-    With ``num_nodes`` given every id must lie in ``[0, num_nodes)``; otherwise ids must be
-    non-negative and ``num_nodes`` is the largest id + 1.
+    With ``num_nodes`` given every id must lie in ``[0, num_nodes)``. Otherwise the node
+    count is the largest id + 1, and ids must lie below ``max(2 * E, MIN_INFERRED_NODES)``:
+    E edges touch at most 2E nodes, so an id beyond that is a typo or a foreign numbering
+    (a node id of 10^18 would otherwise allocate 10^18 nodes). Weights must be finite.
     """
     path = Path(path)
     table, lines = _read_table(path, (2, 3), "2 columns (source, target) or 3 (with weight)")
     ids = _convert(table[:, :2], np.int64, path, lines, "node id")
-    limit = num_nodes if num_nodes is not None else np.iinfo(np.int64).max
+    if num_nodes is not None:
+        limit, wanted = num_nodes, f"[0, {num_nodes})"
+    else:
+        limit = max(2 * ids.shape[0], MIN_INFERRED_NODES)
+        wanted = (f"in [0, {limit:,}) when no features or labels give the node count "
+                  f"(at most 2 per edge, or {MIN_INFERRED_NODES:,}); number the nodes from 0 "
+                  "or give features or labels")
     bad = np.flatnonzero(((ids < 0) | (ids >= limit)).any(axis=1))
     if bad.size:
         row = bad[0]
-        wanted = f"[0, {num_nodes})" if num_nodes is not None else "non-negative"
         raise DataError(f"{path} line {lines[row]}: node id out of range in edge "
                         f"{ids[row, 0]} -> {ids[row, 1]} (ids must be {wanted})")
     weights = None
     if table.shape[1] == 3:
-        weights = _convert(table[:, 2], np.float64, path, lines, "weight").astype(np.float32)
+        with np.errstate(over="ignore"):  # an overflow to inf is reported just below
+            weights = _convert(table[:, 2], np.float64, path, lines, "weight").astype(np.float32)
+        _require_finite(weights, path, lines, "weight")
     return np.ascontiguousarray(ids.T), weights
 
 
@@ -108,6 +150,7 @@ def load_features(path: str | Path) -> sp.csr_matrix | np.ndarray:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: file not found")
+    lines = None
     if path.suffix == ".npy":
         x = _load_npy(path)
     elif path.suffix == ".npz":
@@ -117,7 +160,10 @@ def load_features(path: str | Path) -> sp.csr_matrix | np.ndarray:
         x = _convert(table, np.float64, path, lines, "feature")
     if x.ndim != 2:
         raise DataError(f"{path}: features must be 2-D (nodes x features), got shape {x.shape}")
-    return sp.csr_matrix(x, dtype=np.float32) if sp.issparse(x) else x.astype(np.float32)
+    with np.errstate(over="ignore"):  # an overflow to inf is reported just below
+        x = sp.csr_matrix(x, dtype=np.float32) if sp.issparse(x) else x.astype(np.float32)
+    _require_finite(x, path, lines, "feature")  # after the cast: 1e39 overflows to inf
+    return x
 
 
 def load_labels(path: str | Path) -> np.ndarray:
@@ -138,14 +184,24 @@ def _read_labels(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
     if bad.size:
         where = f" line {lines[bad[0]]}" if lines is not None else f" entry {bad[0]}"
         raise DataError(f"{path}{where}: label {y[bad[0]]} is negative (-1 means no label)")
+    # Classes are numbered 0..K-1 with K at most the node count (one label per node); a larger
+    # id would size the model's output layer by a typo.
+    bad = np.flatnonzero(y >= y.size)
+    if bad.size:
+        where = f" line {lines[bad[0]]}" if lines is not None else f" entry {bad[0]}"
+        raise DataError(f"{path}{where}: label {y[bad[0]]} is not below {y.size}, the number "
+                        "of labels; number the classes 0, 1, 2, ...")
     return y.astype(np.int64), lines
 
 
 def _load_npy(path: Path) -> np.ndarray:
     try:
         array = np.load(path, allow_pickle=False)
-    except ValueError as exc:  # includes "Object arrays cannot be loaded when allow_pickle"
-        raise DataError(f"{path}: not a plain numeric .npy file ({exc})") from None
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except _NUMPY_FILE_ERRORS as exc:  # includes "Object arrays cannot be loaded when ..."
+        raise DataError(f"{path}: not a plain numeric .npy file "
+                        f"({type(exc).__name__}: {exc})") from None
     if array.dtype.kind not in "biuf":
         raise DataError(f"{path}: expected numbers, found dtype {array.dtype}")
     return array
@@ -163,8 +219,9 @@ def _load_npz(path: Path) -> sp.spmatrix | np.ndarray:
             if chosen is None:
                 raise DataError(f"{path}: holds {keys}; name the feature array 'x'")
             return archive[chosen]
-    except (ValueError, OSError) as exc:
-        raise DataError(f"{path}: not a readable .npz file ({exc})") from None
+    except _NUMPY_FILE_ERRORS as exc:
+        raise DataError(f"{path}: not a readable .npz file ({type(exc).__name__}: "
+                        f"{exc})") from None
 
 
 # --- assembling a Graph -------------------------------------------------------------------------

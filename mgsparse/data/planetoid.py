@@ -17,41 +17,36 @@ Where files come from: the ``url`` argument (config key ``dataset.url``), else t
 ``<root>/<Name>/raw/``, the processed graph in ``<root>/<Name>/processed/*.npz``, named by
 a digest of the raw checksums so that a change of raw files never reuses a stale graph.
 
-Every raw file is verified against the SHA-256 embedded below before it is parsed. One file
-has none: ``ind.pubmed.allx`` was not available when these checksums were recorded, so
-mgsparse cannot vouch for it and refuses to use it rather than trust it unverified. A user
-who has verified a copy can name its checksum in a ``sha256sum``-format file pointed to by
-``MGSPARSE_PLANETOID_SHA256``; such entries only fill gaps, never replace embedded sums.
+Every raw file is verified against the SHA-256 embedded below before it is parsed; a file
+whose checksum differs is discarded. (``ind.pubmed.allx``, 7,578,385 bytes, the largest file,
+was recorded last, from a public copy of the canonical files whose other PubMed checksums
+equal the ones here.)
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
-import numpy as np
-import scipy.sparse as sp
-
-from mgsparse.data.download import Progress, fetch, is_remote, local_path, probe
+from mgsparse.data.cache import load_graph, save_graph
+from mgsparse.data.download import Progress, fetch, is_remote, local_path
 from mgsparse.data.graph import Graph
 from mgsparse.data.planetoid_io import FILE_KEYS, read_planetoid
 from mgsparse.data.transforms import SPLITS, apply_normalize, apply_split
-from mgsparse.errors import ChecksumError, ConfigError, DataError, DownloadError
+from mgsparse.errors import ConfigError, DataError, DownloadError
 
 NAMES = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}
 DEFAULT_URL = "https://github.com/kimiyoung/planetoid/raw/master/data/"
 URL_ENV = "MGSPARSE_PLANETOID_URL"
 ROOT_ENV = "MGSPARSE_DATA"
-SHA256_ENV = "MGSPARSE_PLANETOID_SHA256"
 DEFAULT_ROOT = "datasets"
 PROCESSED_VERSION = "1"  # bump when the processing changes, to invalidate cached .npz files
 FETCH_OPTIONS = {"timeout": (5.0, 30.0), "retries": 3, "backoff": 0.5}  # see download.fetch
 MIRROR_HINT = (f"to use a mirror, set {URL_ENV} (or the config key dataset.url) to a URL "
                "or a local folder holding the ind.<name>.* files")
 
-CHECKSUMS: dict[str, str | None] = {
+CHECKSUMS: dict[str, str] = {
     "ind.cora.x": "23cfa55d91c6f624233f5eb7b6e3f141f1bd2b2ae39608a63cf5d084bb27baab",
     "ind.cora.tx": "b9afbaa4a400df991f6f02ef677e1e44da55ffc04801fd02f9e673987829226a",
     "ind.cora.allx": "9419ba2f26f5c35243db64aba110e0f35a04851609e0dc5433450676ca6b8543",
@@ -71,7 +66,7 @@ CHECKSUMS: dict[str, str | None] = {
         "2af990671580b6b2df5d158d1038f8292e30c9cd821b5453f399659b25b723d4",
     "ind.pubmed.x": "fbe9cb5c47200d1b7769a26e579be3b7130b556831f9d850e77c4c74f2599b33",
     "ind.pubmed.tx": "4eb5f5d0f30f26497eb0ac6ac9719d09c67e284f1ed0385c93f3ef27a671da3d",
-    "ind.pubmed.allx": None,  # unknown: see the module docstring
+    "ind.pubmed.allx": "508e538e2abdccdd54c4d3e9f49d638b4af7107d85845f66ddea5a5152658b7e",
     "ind.pubmed.y": "e6c807633307a07ed659249006536a147c7999c797f11a2560752990181b41b3",
     "ind.pubmed.ty": "ee2e0d4819d9fbcc403689c3bf2e49face401b605932f093bc58ab6461130fdd",
     "ind.pubmed.ally": "0c37bbe3b5014ec365e9d393cf4791925e5ed94fb194305d74f064a8d7b50f0e",
@@ -92,13 +87,33 @@ def check_name(name: str) -> str:
 
 
 def resolve_url(url: str | None = None) -> str:
-    """Explicit argument > ``MGSPARSE_PLANETOID_URL`` > the canonical repository."""
-    return url or os.environ.get(URL_ENV) or DEFAULT_URL
+    """Explicit argument > ``MGSPARSE_PLANETOID_URL`` > the canonical repository; a malformed
+    URL is a ConfigError naming the setting it came from."""
+    chosen = url or os.environ.get(URL_ENV) or DEFAULT_URL
+    try:
+        is_remote(chosen)
+    except ConfigError as exc:
+        setting = "dataset.url (--url)" if url else URL_ENV
+        raise ConfigError(f"{setting}: {exc}") from None
+    return chosen
 
 
 def resolve_root(root: str | Path | None = None) -> Path:
-    """Explicit argument > ``MGSPARSE_DATA`` > ``./datasets``."""
-    return Path(root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+    """Explicit argument > ``MGSPARSE_DATA`` > ``./datasets``; a DataError naming the setting
+    when that path, or the nearest part of it that exists, is a file and not a folder."""
+    chosen = Path(root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+    setting = ("dataset.root (--root)" if root else
+               ROOT_ENV if os.environ.get(ROOT_ENV) else "the default root")
+    try:
+        existing = next((p for p in (chosen, *chosen.parents) if p.exists()), None)
+        is_folder = existing is None or existing.is_dir()
+    except OSError as exc:  # e.g. a parent folder that may not be searched
+        raise DataError(f"{setting}={chosen}: cannot access it ({exc.strerror or exc})") from None
+    if not is_folder:
+        what = "is a file" if existing == chosen else f"lies under the file {existing}"
+        raise DataError(f"{setting}={chosen} {what}, not a folder; point it at a folder "
+                        "(it is created if missing)")
+    return chosen
 
 
 def dataset_dir(name: str, root: str | Path | None = None) -> Path:
@@ -122,30 +137,32 @@ def source_of(base: str, filename: str) -> str:
 
 # --- download -----------------------------------------------------------------------------------
 
-def known_checksums(name: str) -> dict[str, str | None]:
-    """Embedded checksums, gaps filled from the ``MGSPARSE_PLANETOID_SHA256`` manifest."""
-    sums = {f: CHECKSUMS[f] for f in file_names(name)}
-    manifest = os.environ.get(SHA256_ENV)
-    if manifest and None in sums.values():
-        extra = _read_manifest(Path(manifest))
-        sums = {f: s if s is not None else extra.get(f) for f, s in sums.items()}
-    return sums
+def known_checksums(name: str) -> dict[str, str]:
+    """The embedded SHA-256 of each of the dataset's eight raw files."""
+    return {f: CHECKSUMS[f] for f in file_names(name)}
 
 
-def _read_manifest(path: Path) -> dict[str, str]:
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise ConfigError(f"{SHA256_ENV}={path}: cannot read it ({exc.strerror})") from None
-    entries = {}
-    for number, line in enumerate(lines, start=1):
-        parts = line.split()
-        if not parts or parts[0].startswith("#"):
-            continue
-        if len(parts) != 2 or len(parts[0]) != 64:
-            raise ConfigError(f"{path} line {number}: expected '<sha256>  <filename>'")
-        entries[parts[1].lstrip("*")] = parts[0].lower()
-    return entries
+# Sizes in bytes of the canonical files: a download is cut off at ``max_download_bytes``, so a
+# broken or hostile mirror cannot fill the disk before the checksum gets to reject its bytes.
+SIZES: dict[str, int] = {
+    "ind.cora.x": 22119, "ind.cora.tx": 148025, "ind.cora.allx": 257305,
+    "ind.cora.y": 4054, "ind.cora.ty": 28135, "ind.cora.ally": 47959,
+    "ind.cora.graph": 59847, "ind.cora.test.index": 5000,
+    "ind.citeseer.x": 31087, "ind.citeseer.tx": 260321, "ind.citeseer.allx": 595021,
+    "ind.citeseer.y": 3014, "ind.citeseer.ty": 24135, "ind.citeseer.ally": 55623,
+    "ind.citeseer.graph": 61987, "ind.citeseer.test.index": 5000,
+    "ind.pubmed.x": 23172, "ind.pubmed.tx": 405505, "ind.pubmed.allx": 7578385, "ind.pubmed.y": 854,
+    "ind.pubmed.ty": 12135, "ind.pubmed.ally": 224739, "ind.pubmed.graph": 471808,
+    "ind.pubmed.test.index": 6000,
+}
+UNKNOWN_SIZE_CAP = 64 << 20  # a file missing from the table above (none today)
+
+
+def max_download_bytes(filename: str) -> int:
+    """The most bytes a download of ``filename`` may write: its known size plus 1/8 and one
+    chunk of margin, or 64 MiB for a file of unknown size."""
+    size = SIZES.get(filename)
+    return UNKNOWN_SIZE_CAP if size is None else size + size // 8 + (1 << 16)
 
 
 def download(name: str, root: str | Path | None = None, url: str | None = None,
@@ -155,27 +172,14 @@ def download(name: str, root: str | Path | None = None, url: str | None = None,
     base, folder = resolve_url(url), raw_dir(key, root)
     sums = known_checksums(key)
     try:
-        for filename in [f for f, s in sums.items() if s is None]:
-            _refuse_unverifiable(base, filename)
         for filename, sha256 in sums.items():
             fetch(source_of(base, filename), folder / filename, sha256, progress=progress,
-                  **FETCH_OPTIONS)
+                  max_bytes=max_download_bytes(filename), **FETCH_OPTIONS)
     except DownloadError as exc:
         if getattr(exc, "unreachable", False):
             raise type(exc)(f"{exc}; {MIRROR_HINT}") from exc
         raise
     return folder
-
-
-def _refuse_unverifiable(base: str, filename: str) -> None:
-    """Fail before any byte is fetched: first if the mirror lacks the file, else because no
-    checksum exists to verify it against."""
-    if not probe(source_of(base, filename), FETCH_OPTIONS["timeout"]):
-        raise DownloadError(f"{filename} is missing from the mirror {base}; nothing was "
-                            "downloaded")
-    raise ChecksumError(f"{filename} has no known SHA-256, so mgsparse cannot verify it and "
-                        f"will not use it; set {SHA256_ENV} to a sha256sum file listing a "
-                        "checksum you trust")
 
 
 # --- process and cache --------------------------------------------------------------------------
@@ -190,46 +194,15 @@ def processed_path(name: str, root: str | Path | None = None) -> Path:
     return dataset_dir(name, root) / "processed" / f"{check_name(name)}-{_cache_key(name)}.npz"
 
 
-def _save_graph(graph: Graph, path: Path, key: str) -> None:
-    """Write atomically (temp file + rename) so a crash never leaves a half-written cache."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, key=key, x_data=graph.x.data, x_indices=graph.x.indices,
-                     x_indptr=graph.x.indptr, x_shape=np.array(graph.x.shape), y=graph.y,
-                     edge_index=graph.edge_index, num_classes=graph.num_classes,
-                     train_mask=graph.train_mask, val_mask=graph.val_mask,
-                     test_mask=graph.test_mask)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
-def _load_graph(path: Path, key: str, name: str) -> Graph | None:
-    """The cached graph, or None when the file is absent, stale or unreadable."""
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            if str(z["key"]) != key:
-                return None
-            x = sp.csr_matrix((z["x_data"], z["x_indices"], z["x_indptr"]),
-                              shape=tuple(z["x_shape"]))
-            return Graph(x=x, y=z["y"], edge_index=z["edge_index"], num_nodes=x.shape[0],
-                         num_classes=int(z["num_classes"]), train_mask=z["train_mask"],
-                         val_mask=z["val_mask"], test_mask=z["test_mask"], name=name)
-    except (OSError, KeyError, ValueError, DataError):
-        return None
-
-
 def process(name: str, root: str | Path | None = None) -> Graph:
     """Parse the verified raw files once; later calls read the cached ``.npz``."""
     key = check_name(name)
     path, cache_key = processed_path(key, root), _cache_key(key)
-    graph = _load_graph(path, cache_key, key) if path.is_file() else None
+    graph = load_graph(path, cache_key, key) if path.is_file() else None
     if graph is None:
         graph = read_planetoid(raw_dir(key, root), key)
         try:
-            _save_graph(graph, path, cache_key)
+            save_graph(graph, path, cache_key)
         except OSError:
             pass  # the cache only saves time; a read-only root must not stop a run
     return graph

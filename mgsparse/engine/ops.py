@@ -95,9 +95,32 @@ class Pow(Function):
 
     @staticmethod
     def backward(ctx, g):
-        """dx = g·p·x^(p-1), for a constant exponent p."""
+        """dx = g·p·x^(p-1), for a constant exponent p (0 when p = 0, even at x = 0, as torch)."""
         (x,) = ctx.saved_tensors
+        if ctx.p == 0:
+            return np.zeros_like(x), None
         return g * ctx.p * x ** (ctx.p - 1), None
+
+
+class RPow(Function):
+    """base ** x for a constant base: exact at integer x for a negative base, 0 ** 0 = 1."""
+
+    @staticmethod
+    def forward(ctx, x, base):
+        with np.errstate(divide="ignore", invalid="ignore"):  # 0^-1 = ∞, (-2)^0.5 = NaN
+            out = np.power(x.dtype.type(base), x)
+        ctx.save_for_backward(out)
+        ctx.base = base
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g·base^x·ln(base); 0 where base = 0 and x ≥ 0 (torch's rule: no 0·∞)."""
+        (out,) = ctx.saved_tensors
+        with np.errstate(invalid="ignore"):  # ln of a negative base: NaN, as in torch
+            if ctx.base == 0:  # x ≥ 0 gives 0^x ∈ {0, 1}, x < 0 gives ∞
+                return np.where(np.isinf(out), g * out * -np.inf, 0).astype(out.dtype), None
+            return g * out * out.dtype.type(np.log(ctx.base)), None
 
 
 class Exp(Function):
@@ -130,7 +153,7 @@ class Relu(Function):
     def forward(ctx, x):
         mask = x > 0
         ctx.save_for_backward(mask)
-        return x * mask
+        return np.maximum(x, 0)  # not x·mask: −∞·0 is NaN
 
     @staticmethod
     def backward(ctx, g):

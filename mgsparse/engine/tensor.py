@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from mgsparse.engine.inplace import lock, unlock
 from mgsparse.errors import HyperparameterError, MgsparseError, ShapeError
 
 _FLOATS = (np.float16, np.float32, np.float64)
@@ -42,7 +43,8 @@ def is_grad_enabled() -> bool:
 class Context:
     """What one op application remembers for its backward (torch's `ctx`)."""
 
-    __slots__ = ("fn", "parents", "needs_input_grad", "saved_tensors", "saved_nbytes", "__dict__")
+    __slots__ = ("fn", "parents", "needs_input_grad", "saved_tensors", "saved_nbytes", "guards",
+                 "__dict__")
 
     def __init__(self, fn: type, parents: tuple, needs_input_grad: tuple[bool, ...]):
         self.fn = fn
@@ -50,6 +52,7 @@ class Context:
         self.needs_input_grad = needs_input_grad
         self.saved_tensors: tuple = ()
         self.saved_nbytes = 0
+        self.guards: tuple = ()  # (tensor, its version, its array) per input array saved
 
     def save_for_backward(self, *arrays: Any) -> None:
         self.saved_tensors = arrays
@@ -57,9 +60,42 @@ class Context:
 
     def free(self) -> None:
         """Drop everything the backward needed; the graph above this node can be collected."""
+        self.release()
         self.saved_tensors = None
         self.parents = None
         self.__dict__.clear()
+
+    # --- in-place guard: an input array the backward reads must not change before it runs
+    def guard(self, tensors: list[Tensor]) -> None:
+        """Remember the version of each input Tensor whose array was saved, and make that array
+        read-only while this context lives (a raw `t.data[...] = x` then fails at once)."""
+        guards, saved = [], self.saved_tensors
+        for t in tensors:  # plain loops: this runs for every recorded op
+            arr = t.data
+            for a in saved:
+                if a is arr:
+                    lock(arr)
+                    guards.append((t, t._version, arr))
+                    break
+        self.guards = tuple(guards)
+
+    def check_versions(self) -> None:
+        """Refuse a backward whose saved inputs were modified in place since the forward."""
+        for t, version, _ in self.guards:
+            if t._version != version:
+                raise MgsparseError(
+                    f"{self.fn.__name__}.backward: an input of shape {t.shape} saved for the "
+                    f"backward was modified in place after the forward (version {version}, now "
+                    f"{t._version}, e.g. by optimizer.step()); call backward() first")
+
+    def release(self) -> None:
+        for _, _, arr in self.guards:
+            unlock(arr)
+        self.guards = ()
+
+    def __del__(self) -> None:  # a graph dropped without backward releases its arrays too
+        if self.guards:
+            self.release()
 
 
 class Function:
@@ -93,6 +129,8 @@ class Function:
         out = Tensor(data, dtype=getattr(ctx, "out_dtype", dtype), requires_grad=record)
         if record:
             out._ctx = ctx
+            if ctx.saved_tensors:
+                ctx.guard(tensors)
         return out
 
 
@@ -123,6 +161,7 @@ class Tensor:
         self.requires_grad = bool(requires_grad)
         self._ctx: Context | None = None
         self._retain_grad = False
+        self._version = 0  # bumped by every sanctioned in-place write (`modified_in_place`)
 
     # --- properties
     shape = property(lambda self: self.data.shape)
@@ -188,15 +227,18 @@ class Tensor:
         """A constant operand becomes a Tensor of this tensor's dtype (never an upcast)."""
         return other if isinstance(other, Tensor) else Tensor(other, dtype=self.dtype)
 
-    def __add__(self, other): return ops.Add.apply(self, self._lift(other))
+    def __add__(self, other):
+        return NotImplemented if _defers(other) else ops.Add.apply(self, self._lift(other))
     def __radd__(self, other): return ops.Add.apply(self._lift(other), self)
     def __mul__(self, other):
         return NotImplemented if _defers(other) else ops.Mul.apply(self, self._lift(other))
     def __rmul__(self, other): return ops.Mul.apply(self._lift(other), self)
     def __neg__(self): return ops.Neg.apply(self)
-    def __sub__(self, other): return self + (-self._lift(other))
+    def __sub__(self, other):
+        return NotImplemented if _defers(other) else self + (-self._lift(other))
     def __rsub__(self, other): return self._lift(other) + (-self)
-    def __truediv__(self, other): return self * self._lift(other) ** -1
+    def __truediv__(self, other):
+        return NotImplemented if _defers(other) else self * self._lift(other) ** -1
     def __rtruediv__(self, other): return self._lift(other) * self**-1
     def __matmul__(self, other):
         return NotImplemented if _defers(other) else ops.MatMul.apply(self, self._lift(other))
@@ -208,7 +250,7 @@ class Tensor:
             return (p * self.log()).exp()
         return ops.Pow.apply(self, float(p))
 
-    def __rpow__(self, base): return (self * float(np.log(base))).exp()
+    def __rpow__(self, base): return ops.RPow.apply(self, float(base))
 
     def exp(self): return ops.Exp.apply(self)
     def log(self): return ops.Log.apply(self)
@@ -333,10 +375,12 @@ def _run_backward(root: Tensor, grad: np.ndarray, retain_graph: bool) -> None:
         if g is None:
             continue
         ctx = node._ctx
-        if ctx is None or node._retain_grad:
-            node.grad = g.copy() if node.grad is None else node.grad + g
+        if ctx is None or node._retain_grad:  # always an ndarray: numpy turns 0-d sums to scalars
+            node.grad = np.array(g) if node.grad is None else np.asarray(node.grad + g)
         if ctx is None:
             continue
+        if ctx.guards:
+            ctx.check_versions()
         in_grads = ctx.fn.backward(ctx, g)
         if not isinstance(in_grads, tuple):
             in_grads = (in_grads,)

@@ -51,7 +51,7 @@ class Value:
         out = Value(self.data**p, (self,), f"**{p}")
 
         def _backward():
-            self.grad += p * self.data ** (p - 1) * out.grad
+            self.grad += (p * self.data ** (p - 1) if p else 0.0) * out.grad  # d(x^0) = 0
 
         out._backward = _backward
         return out
@@ -64,6 +64,11 @@ class Value:
 
         out._backward = _backward
         return out
+
+    def __rpow__(self, base):
+        """base ** x for a constant base > 0: d/dx = base^x · ln(base)."""
+        y = float(base) ** self.data
+        return self._unary(y, y * math.log(base), f"{base}**")
 
     def relu(self):
         return self._unary(max(self.data, 0.0), float(self.data > 0), "relu")

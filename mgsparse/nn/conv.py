@@ -1,8 +1,10 @@
 """Graph convolutions on the sparse engine: the adjacency stays a `SparseTensor` end to end.
 
 `GCNConv` (Kipf & Welling, 2017):  H' = Â · (H W) + b,  Â = D^-1/2 (A + I) D^-1/2.
-The normalisation is a free function (`mgsparse.sparse.gcn_norm`) that the layer calls once
-and caches (`cached=True`, transductive training: the graph never changes between epochs).
+Messages flow source → target along `edge_index` (row 0 the source, row 1 the target), as in
+PyG and in `GATConv` and `SAGEConv`: row i of Â holds i's incoming edges, D is the in-degree.
+The normalisation is a free function (`mgsparse.sparse.gcn_norm`) that the layer calls and
+caches per graph (`cached=True`, transductive training: the graph never changes between epochs).
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Tensor
+from mgsparse.nn.edges import GraphCache, check_edge_index
 from mgsparse.nn.layers import glorot_
 from mgsparse.nn.module import Module, Parameter
 from mgsparse.sparse import SparseTensor, as_operand, gcn_norm
 
-Adjacency = Any  # an edge_index (2, E) array, a normalised SparseTensor or a dense Tensor
+Adjacency = Any  # an edge list (2, E), a normalised SparseTensor or a dense Tensor
 
 
 def normalized_adjacency(
@@ -26,22 +29,34 @@ def normalized_adjacency(
     sparsity_threshold: float | None = None,
     dtype: Any = np.float32,
 ) -> SparseTensor | Tensor:
-    """Â = D^-1/2 (A + I) D^-1/2 built from an edge list; kept sparse unless it is dense enough.
+    """Â = D^-1/2 (A + I) D^-1/2 with A[target, source] = w per edge source → target, and D the
+    in-degree (row sums of A + I); kept sparse unless it is dense enough.
 
-    Differentiable with respect to `edge_weight` (the degrees depend on it).
+    So (Â H)_i = Σ_{j → i} h_j / √(d_i d_j) + h_i / d_i: node i aggregates from its sources,
+    PyG's `gcn_norm` (flow source_to_target). `SparseTensor.from_edge_index` is A[source,
+    target], as in PyG; Â is built on its free transpose. Differentiable w.r.t. `edge_weight`
+    (the degrees depend on it).
     """
-    A = SparseTensor.from_edge_index(edge_index, num_nodes, values=edge_weight, dtype=dtype)
+    A = SparseTensor.from_edge_index(edge_index, num_nodes, values=edge_weight, dtype=dtype).T
     norm_adj = gcn_norm(A)
     return norm_adj if sparsity_threshold is None else as_operand(norm_adj, sparsity_threshold)
+
+
+def _is_operator(adj: Any) -> bool:
+    """An already-normalised operand of another type that multiplies with `@` (the
+    distributed `HaloAdjacency`); a numpy array with `@` is an edge list."""
+    return hasattr(adj, "__matmul__") and not isinstance(adj, np.ndarray)
 
 
 class GCNConv(Module):
     """One graph convolution, H' = Â (H W) + b.
 
     `forward(x, adj, edge_weight=None)`: `x` is a dense Tensor (N, F_in) or a SparseTensor of
-    features; `adj` an `edge_index` (normalised here and cached) or an already-normalised
-    operand (SparseTensor or dense Tensor), used as is. W is applied first, so the sparse
-    product runs on F_out columns rather than F_in.
+    features; `adj` an edge list (a (2, E) array or nested list, messages source → target),
+    normalised here, or an already-normalised operand (SparseTensor, dense Tensor, or any
+    object that multiplies with `@`), used as is. With `cached`, Â is kept for the graph it
+    came from (edge list and constant weights compared by value, so a different graph is
+    never given a stale Â); a learned edge weight rebuilds it every call. W is applied first, so the sparse product runs on F_out columns.
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
@@ -52,19 +67,25 @@ class GCNConv(Module):
         self.cached, self.sparsity_threshold = cached, sparsity_threshold
         self.weight = Parameter(glorot_((in_features, out_features), rng, dtype), dtype=dtype)
         self.bias = Parameter(np.zeros(out_features), dtype=dtype) if bias else None
-        self._norm_adj: SparseTensor | Tensor | None = None
+        self._norm_adj = GraphCache(cached)
 
-    def norm_adj(self, adj: Adjacency, num_nodes: int, edge_weight: Tensor | None = None):
-        if not isinstance(adj, np.ndarray):
+    def norm_adj(self, adj: Adjacency, num_nodes: int, edge_weight: Any = None):
+        if isinstance(adj, (SparseTensor, Tensor)) or _is_operator(adj):
             return adj  # already normalised
-        if self._norm_adj is not None:
-            return self._norm_adj
-        learned = edge_weight is not None and edge_weight.requires_grad
-        norm_adj = normalized_adjacency(adj, num_nodes, edge_weight, self.sparsity_threshold,
-                                        self.weight.dtype)
-        if self.cached and not learned:  # a learned weight changes Â every step
-            self._norm_adj = norm_adj
+        edges = check_edge_index(adj, num_nodes, "GCNConv")
+        if edge_weight is not None and getattr(edge_weight, "requires_grad", False):
+            return self._build(edges, num_nodes, edge_weight)  # changes every step: no cache
+        weights = None if edge_weight is None else np.asarray(getattr(edge_weight, "data",
+                                                                      edge_weight))
+        norm_adj = self._norm_adj.get(edges, num_nodes, weights)
+        if norm_adj is None:
+            norm_adj = self._norm_adj.put(edges, num_nodes,
+                                          self._build(edges, num_nodes, edge_weight), weights)
         return norm_adj
+
+    def _build(self, edges: np.ndarray, num_nodes: int, edge_weight: Any):
+        return normalized_adjacency(edges, num_nodes, edge_weight, self.sparsity_threshold,
+                                    self.weight.dtype)
 
     def forward(self, x: Tensor | SparseTensor, adj: Adjacency,
                 edge_weight: Tensor | None = None) -> Tensor:

@@ -18,7 +18,7 @@ from mgsparse.errors import ShapeError
 
 
 def _rows(mask: Any, num_rows: int, name: str) -> np.ndarray | None:
-    """Row indices a mask selects (None: all rows). Boolean masks give unique, sorted rows."""
+    """Row indices in [0, N) a mask selects (None: all rows); boolean masks give sorted rows."""
     if mask is None:
         return None
     mask = np.asarray(mask.data if isinstance(mask, Tensor) else mask)
@@ -30,6 +30,7 @@ def _rows(mask: Any, num_rows: int, name: str) -> np.ndarray | None:
         rows = mask.astype(np.int64, copy=False)
         if rows.size and (rows.min() < -num_rows or rows.max() >= num_rows):
             raise ShapeError(f"{name}: mask index out of range for {num_rows} rows")
+        rows = rows % num_rows  # −1 and N−1 name one row: uniqueness is decided on these
     else:
         raise ShapeError(f"{name}: mask must be a boolean or integer 1-d array, got {mask.dtype}"
                          f"{mask.shape}")

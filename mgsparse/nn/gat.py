@@ -25,27 +25,13 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Tensor
-from mgsparse.errors import HyperparameterError, ShapeError
+from mgsparse.errors import HyperparameterError
+from mgsparse.nn.edges import GraphCache, check_edge_index
 from mgsparse.nn.layers import glorot_
 from mgsparse.nn.models import EdgeListModel
 from mgsparse.nn.module import Module, ModuleList, Parameter
 from mgsparse.sparse import SparseTensor, row_softmax, sparse_dropout
 from mgsparse.sparse.ops import Gather
-
-
-def check_edge_index(edge_index: Any, num_nodes: int, who: str) -> np.ndarray:
-    """The (2, E) int64 edge list, or a one-line ShapeError naming the layer."""
-    if isinstance(edge_index, (SparseTensor, Tensor)):
-        raise ShapeError(f"{who}: needs the graph's edge_index (2, E) array, got a "
-                         f"{type(edge_index).__name__}; pass edge_index to the model")
-    edge_index = np.asarray(edge_index)
-    if edge_index.ndim != 2 or edge_index.shape[0] != 2 or edge_index.dtype.kind not in "iu":
-        raise ShapeError(f"{who}: edge_index must be an integer array of shape (2, E), "
-                         f"got {edge_index.dtype} {edge_index.shape}")
-    if edge_index.size and (edge_index.min() < 0 or edge_index.max() >= num_nodes):
-        raise ShapeError(f"{who}: edge_index refers to node {int(edge_index.max())} "
-                         f"but the features have {num_nodes} rows")
-    return edge_index.astype(np.int64, copy=False)
 
 
 def _sorted_unique(keys: np.ndarray) -> np.ndarray:
@@ -109,18 +95,15 @@ class GATConv(Module):
         self.att_dst = Parameter(glorot_((heads, out_features), self.rng, dtype), dtype=dtype)
         width = heads * out_features if concat else out_features
         self.bias = Parameter(np.zeros(width), dtype=dtype) if bias else None
-        self._pattern: tuple[Any, int, SparseTensor] | None = None  # (edge_index, N, pattern)
+        self._pattern = GraphCache(cached)
 
     def pattern(self, edge_index: Any, num_nodes: int) -> SparseTensor:
         """The block-diagonal attention pattern of this graph, built once when `cached`."""
-        cache = self._pattern
-        if cache is not None and cache[0] is edge_index and cache[1] == num_nodes:
-            return cache[2]
         edges = check_edge_index(edge_index, num_nodes, "GATConv")
-        A = attention_pattern(edges, num_nodes, self.heads, self.add_self_loops,
-                              self.weight.dtype)
-        if self.cached:  # holding edge_index keeps the identity test sound
-            self._pattern = (edge_index, num_nodes, A)
+        A = self._pattern.get(edges, num_nodes)
+        if A is None:
+            A = self._pattern.put(edges, num_nodes, attention_pattern(
+                edges, num_nodes, self.heads, self.add_self_loops, self.weight.dtype))
         return A
 
     def _project(self, x: Tensor | SparseTensor) -> Tensor:

@@ -11,6 +11,7 @@ import numpy as np
 from mgsparse.engine import Tensor
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn.conv import GCNConv, normalized_adjacency
+from mgsparse.nn.keyed_dropout import keyed_dropout, stream_key
 from mgsparse.nn.layers import Linear
 from mgsparse.nn.module import Module, ModuleList, Parameter
 from mgsparse.sparse import SparseTensor, sparse_dropout
@@ -47,21 +48,56 @@ class StackedModel(Module):
 
     Subclasses build their layers and call `stack(layers, x, *args)` in `forward`; each layer
     is called as `layer(dropout(x), *args)`.
+
+    Dropout masks are drawn from `rng` in order, the cheapest way. With `keyed_masks=True`
+    they are keyed instead (`keyed_dropout`): entry (node, feature) of layer i in the t-th
+    training forward is kept or dropped by a hash of (key, t, i, node_ids[node], feature), so
+    a graph split over ranks — each rank's model given its rows' global `node_ids` — draws
+    the same masks as one process. The key is drawn from `rng` at the first training forward
+    (after the initialisation, which is therefore unchanged). Hashing costs several times
+    what drawing random bytes does, hence not the default.
     """
 
-    def __init__(self, dropout: float, activation: str, rng: np.random.Generator | None):
+    def __init__(self, dropout: float, activation: str, rng: np.random.Generator | None,
+                 keyed_masks: bool = False):
         super().__init__()
         self.rng = rng if rng is not None else np.random.default_rng()
         self.p, self.act_name = float(dropout), activation
         self.act = get_activation(activation)
+        self.keyed_masks, self.node_ids = keyed_masks, None  # node_ids: x's global row ids
+        self.dropout_key: int | None = None
+        self.dropout_step = 0  # training forwards so far
+        self._before_last = False
+
+    def embed(self, *args: Any, **kwargs: Any) -> Tensor:
+        """What the last layer reads: the model's learned representation of each input
+        (N, hidden), the one a picture of the embedding projects. Same arguments as forward."""
+        self._before_last = True
+        try:
+            return self(*args, **kwargs)
+        finally:
+            self._before_last = False
 
     def stack(self, layers: ModuleList, x: Tensor | SparseTensor, *args: Any) -> Tensor:
         last = len(layers) - 1
+        drawing = self.training and self.p > 0
+        if drawing and self.keyed_masks and self.dropout_key is None:
+            self.dropout_key = int(self.rng.integers(2**63))
+        step, self.dropout_step = self.dropout_step, self.dropout_step + drawing
         for i, layer in enumerate(layers):
-            x = layer(dropout(x, self.p, self.training, self.rng), *args)
+            if i == last and self._before_last:
+                return x
+            x = layer(self._dropout(x, step, i), *args)
             if i < last:
                 x = self.act(x)
         return x
+
+    def _dropout(self, x: Tensor | SparseTensor, step: int,
+                 layer: int) -> Tensor | SparseTensor:
+        if not self.keyed_masks:
+            return dropout(x, self.p, self.training, self.rng)
+        key = stream_key(self.dropout_key or 0, step, layer)
+        return keyed_dropout(x, self.p, self.training, key, self.node_ids)
 
     def extra_repr(self) -> str:
         return f"dropout={self.p}, activation={self.act_name}"

@@ -17,15 +17,20 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Tensor
+from mgsparse.engine.inplace import modified_in_place
 from mgsparse.errors import MgsparseError, ShapeError
 
 
 class Parameter(Tensor):
     """A Tensor a `Module` owns and an optimizer updates: `requires_grad=True`, and float32
     unless `dtype` says otherwise — even from float64 numpy data (`np.ones(3)`), since a
-    float64 weight in a float32 model would be refused by every op it meets."""
+    float64 weight in a float32 model would be refused by every op it meets.
+
+    The data is always copied (as `torch.nn.Parameter(torch.tensor(a))`): an optimizer step
+    writes into the parameter, never into the caller's array or another Tensor's."""
 
     def __init__(self, data: Any, dtype: Any = np.float32, requires_grad: bool = True):
+        data = np.array(data.data if isinstance(data, Tensor) else data, dtype=dtype)
         super().__init__(data, dtype=dtype, requires_grad=requires_grad)
 
     def __repr__(self) -> str:
@@ -173,7 +178,8 @@ class Module:
                              + ", ".join(bad))
         for k, p in params.items():
             if k in state:
-                p.data[...] = np.asarray(state[k], dtype=p.dtype)
+                with modified_in_place(p) as data:
+                    data[...] = np.asarray(state[k], dtype=p.dtype)
         return LoadResult(missing, unexpected)
 
     # ------------------------------------------------------------ display

@@ -17,7 +17,7 @@ import numpy as np
 
 from mgsparse.engine import Tensor, concatenate
 from mgsparse.errors import HyperparameterError
-from mgsparse.nn.gat import check_edge_index
+from mgsparse.nn.edges import GraphCache, check_edge_index
 from mgsparse.nn.layers import glorot_
 from mgsparse.nn.models import EdgeListModel
 from mgsparse.nn.module import Module, ModuleList, Parameter
@@ -66,16 +66,15 @@ class SAGEConv(Module):
         self.weight_neighbors = Parameter(glorot_(shape, rng, dtype), dtype=dtype)
         self.weight_root = Parameter(glorot_(shape, rng, dtype), dtype=dtype) if root_weight else None
         self.bias = Parameter(np.zeros(out_features), dtype=dtype) if bias else None
-        self._mean_adj: tuple[Any, int, SparseTensor] | None = None  # (edge_index, N, D⁻¹A)
+        self._mean_adj = GraphCache(cached)
 
     def mean_adj(self, edge_index: Any, num_nodes: int) -> SparseTensor:
-        cache = self._mean_adj
-        if cache is not None and cache[0] is edge_index and cache[1] == num_nodes:
-            return cache[2]
+        """D⁻¹A of this graph, built once when `cached`."""
         edges = check_edge_index(edge_index, num_nodes, "SAGEConv")
-        mean = mean_adjacency(edges, num_nodes, self.weight_neighbors.dtype)
-        if self.cached:  # holding edge_index keeps the identity test sound
-            self._mean_adj = (edge_index, num_nodes, mean)
+        mean = self._mean_adj.get(edges, num_nodes)
+        if mean is None:
+            mean = self._mean_adj.put(edges, num_nodes, mean_adjacency(
+                edges, num_nodes, self.weight_neighbors.dtype))
         return mean
 
     def forward(self, x: Tensor | SparseTensor, edge_index: Any) -> Tensor:

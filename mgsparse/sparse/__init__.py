@@ -3,7 +3,6 @@
 Imports only numpy, scipy and the engine; knows nothing of nn, datasets, config or CLI.
 """
 
-from mgsparse.sparse.cases import SIZES, SPARSE_OPS, OpCase, analytic_grads, scalar_grads
 from mgsparse.sparse.dispatch import DEFAULT_SPARSITY_THRESHOLD, as_operand
 from mgsparse.sparse.graph import add_self_loops, gcn_norm, row_softmax
 from mgsparse.sparse.ops import (
@@ -20,8 +19,7 @@ from mgsparse.sparse.reference import FALLBACK_MAX_NNZ, ScalarFallbackWarning
 from mgsparse.sparse.tensor import SparseTensor
 
 __all__ = [
-    "DEFAULT_SPARSITY_THRESHOLD", "FALLBACK_MAX_NNZ", "SIZES", "SPARSE_OPS", "OpCase",
-    "ScalarFallbackWarning", "SparseTensor", "add_self_loops", "analytic_grads", "as_operand",
-    "coalesce", "dense_matmul", "gcn_norm", "row_softmax", "scalar_grads", "sddmm",
-    "sparse_dropout", "sparse_sum", "spmm", "spspmm", "to_tensor",
+    "DEFAULT_SPARSITY_THRESHOLD", "FALLBACK_MAX_NNZ", "ScalarFallbackWarning", "SparseTensor",
+    "add_self_loops", "as_operand", "coalesce", "dense_matmul", "gcn_norm", "row_softmax",
+    "sddmm", "sparse_dropout", "sparse_sum", "spmm", "spspmm", "to_tensor",
 ]

@@ -16,7 +16,6 @@ import scipy.sparse as sp
 
 from mgsparse.engine import Tensor
 from mgsparse.errors import HyperparameterError, ShapeError
-from mgsparse.sparse.ops import Gather
 from mgsparse.sparse.tensor import SparseTensor
 
 DEFAULT_SPARSITY_THRESHOLD = 0.1
@@ -29,7 +28,11 @@ def as_operand(m: Any, sparsity_threshold: float = DEFAULT_SPARSITY_THRESHOLD,
 
     Accepts a scipy sparse matrix, a 2-d numpy array, a SparseTensor or a Tensor. Density
     counts numerically nonzero entries (explicit zeros in a scipy matrix do not count).
-    A SparseTensor that is densified stays differentiable w.r.t. its values.
+
+    Gradients never depend on the threshold: a SparseTensor that is densified stays
+    differentiable w.r.t. its stored values (and only those, as when it stays sparse); a dense
+    Tensor that requires grad is returned dense (cast to `dtype` if given), since its gradient
+    lives at every entry — its zeros included — which a sparse operand could not carry.
     """
     if not 0.0 <= float(sparsity_threshold) <= 1.0:
         raise HyperparameterError(f"sparsity_threshold must be in [0, 1], got {sparsity_threshold}")
@@ -44,11 +47,9 @@ def as_operand(m: Any, sparsity_threshold: float = DEFAULT_SPARSITY_THRESHOLD,
     arr = m.data if isinstance(m, Tensor) else np.asarray(m)
     if arr.ndim != 2:
         raise ShapeError(f"as_operand needs a 2-d matrix, got shape {arr.shape}")
-    if _density(np.count_nonzero(arr), arr.shape) <= sparsity_threshold:
-        A = SparseTensor.from_dense(arr, dtype=dtype)
-        if isinstance(m, Tensor) and m.requires_grad:  # keep the values in m's graph
-            A = A.with_values(Gather.apply(m.reshape(-1), A._structure.keys()).astype(A.dtype))
-        return A
+    learned = isinstance(m, Tensor) and m.requires_grad
+    if not learned and _density(np.count_nonzero(arr), arr.shape) <= sparsity_threshold:
+        return SparseTensor.from_dense(arr, dtype=dtype)
     if isinstance(m, Tensor):
         return m if dtype is None else m.astype(dtype)
     return Tensor(arr, dtype=dtype or _float_dtype(arr.dtype))

@@ -51,6 +51,9 @@ def _inv_sqrt_or_zero(deg: Tensor) -> Tensor:
 def gcn_norm(A: SparseTensor, add_loops: bool = True) -> SparseTensor:
     """D^-1/2 (A + I) D^-1/2 with D the row sums of A + I (Kipf & Welling's propagation rule).
 
+    Row i is the node that receives: for messages source → target pass A[target, source]
+    (`SparseTensor.from_edge_index(edge_index).T`), so D is the in-degree, as in PyG.
+
     Entry k becomes v_k · d_{row_k} · d_{col_k}, d = deg^-1/2 (0 for a zero or negative
     degree, so an isolated node yields no NaN/Inf). Differentiable w.r.t. A.values: the
     degree depends on them. The output shares A + I's pattern and cached CSR views.

@@ -13,6 +13,21 @@ Everything else — elementwise union/intersection, scalar and dense-sampled pro
 value-wise nonlinearities, dense×sparse — is composed from these and the engine's own ops,
 and needs no backward of its own. No op allocates a dense rows×cols array except `to_tensor`,
 which exists to do exactly that on request.
+
+Adding an op (four files; nothing else counts or names the ops):
+
+1. here: a `SparseFunction` subclass with `op_name`, `reference`, `forward` and `vjp` side by
+   side (the vjp's docstring states its math), and the front-end function that applies it;
+2. `reference.py`: the scalar reference, the same arguments as `forward` with object arrays
+   of `Value`s in place of the Tensors (it is also the fallback of a failing `vjp`);
+3. `tensor.py`: the one-line `SparseTensor` method (or, for a free function, its name in
+   `sparse/__init__.py` instead);
+4. `mgsparse/checks/sparse.py`: one `op(...)` entry: the inputs, the op, its dense equivalent
+   through the Tensor engine, and its scalar reference.
+
+The tests and `mgsparse gradcheck` read the registry: the new case runs against its three
+oracles at every size, and `tests/checks/test_registry.py` fails while some Function is
+reached by no case.
 """
 
 from __future__ import annotations

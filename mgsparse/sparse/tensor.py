@@ -93,7 +93,8 @@ class SparseTensor:
     @classmethod
     def from_edge_index(cls, edge_index: Any, num_nodes: int | None = None, values: Any = None,
                         dtype: Any = np.float32) -> SparseTensor:
-        """The (num_nodes, num_nodes) adjacency with an entry per edge (weight 1 by default)."""
+        """The (num_nodes, num_nodes) adjacency A[source, target], an entry per edge (weight 1 by
+        default), as PyG's; A.T @ X sums each node's incoming messages (see `gcn_norm`)."""
         edge_index = np.asarray(edge_index)
         if num_nodes is None:
             num_nodes = int(edge_index.max()) + 1 if edge_index.size else 0
@@ -202,11 +203,21 @@ class SparseTensor:
     def __matmul__(self, other): return ops.matmul(self, other)
     def __rmatmul__(self, other): return ops.dense_matmul(other, self)
     def __add__(self, other): return ops.add(self, other)
+    def __radd__(self, other): return ops.add(self, other)
     def __sub__(self, other): return ops.sub(self, other)
+    def __rsub__(self, other): return ops.sub(self, other)
     def __mul__(self, other): return ops.mul(self, other)
     def __rmul__(self, other): return ops.mul(self, other)
     def __neg__(self): return self.with_values(-self.values)
-    def __truediv__(self, scalar): return ops.mul(self, 1.0 / float(scalar))
+    def __truediv__(self, scalar):
+        if isinstance(scalar, SparseTensor) or (isinstance(scalar, Tensor) and scalar.ndim):
+            raise ShapeError(f"div: a SparseTensor divides only by a scalar, got a "
+                             f"{type(scalar).__name__} of shape {scalar.shape}")
+        return ops.mul(self, 1.0 / float(scalar.item() if isinstance(scalar, Tensor) else scalar))
+
+    def __rtruediv__(self, other):
+        raise ShapeError(f"div: cannot divide a {type(other).__name__} by a SparseTensor "
+                         "(its zeros); divide the stored values with A.apply(...)")
 
 
 from mgsparse.sparse import ops  # last: ops needs SparseTensor defined above

@@ -3,28 +3,22 @@ Small graphs only (karate, SBMs of a few hundred nodes); no timing is asserted."
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 
 import pytest
-from typer.testing import CliRunner
 
-from mgsparse import sweep
-from mgsparse.cli import _register_commands, app
-from tests.cli.helpers import one_line_error
-
-runner = CliRunner()
-_register_commands()
-needs_matplotlib = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,
-                                      reason="matplotlib not installed")
+from mgsparse.bench import run as bench_run
+from tests.conftest import one_line_error
 
 
-def run(*args: str):
-    return runner.invoke(app, ["bench", *[str(a) for a in args]])
+@pytest.fixture
+def run(cli):
+    """`mgsparse bench ARGS` through the shared CLI fixture."""
+    return lambda *args: cli("bench", *args)
 
 
-def test_karate_prints_both_rows_the_ratios_and_the_verdict(tmp_path):
+def test_karate_prints_both_rows_the_ratios_and_the_verdict(run, tmp_path):
     path = tmp_path / "bench.json"
     result = run("--dense-vs-sparse", "--dataset", "karate", "--repeat", "2", "--warmup", "0",
                  "--json", path)
@@ -40,13 +34,13 @@ def test_karate_prints_both_rows_the_ratios_and_the_verdict(tmp_path):
     assert f"JSON written to {path}" in " ".join(result.stdout.split())
 
 
-def test_a_mismatch_exits_1(skewed_dense_adjacency):
+def test_a_mismatch_exits_1(run, skewed_dense_adjacency):
     result = run("--dense-vs-sparse", "--dataset", "karate", "--repeat", "1", "--warmup", "0")
     assert result.exit_code == 1, result.output
     assert "DIFFER" in result.stdout
 
 
-def test_config_file_and_set_are_used(tmp_path):
+def test_config_file_and_set_are_used(run, tmp_path):
     config = tmp_path / "tiny.yaml"
     config.write_text("dataset:\n  name: synthetic\n  num_nodes: 300\nmodel:\n  hidden: 8\n")
     path = tmp_path / "out.json"
@@ -57,7 +51,7 @@ def test_config_file_and_set_are_used(tmp_path):
     assert (data["num_nodes"], data["num_features"]) == (300, 32)
 
 
-def test_sweep_refuses_dense_over_the_budget_and_writes_json(tmp_path):
+def test_sweep_refuses_dense_over_the_budget_and_writes_json(run, tmp_path):
     path = tmp_path / "sweep.json"
     result = run("--dense-vs-sparse", "--dataset", "synthetic", "--scale", "200,1200",
                  "--repeat", "1", "--warmup", "0", "--memory-budget-mb", "2", "--json", path)
@@ -78,12 +72,12 @@ def test_sweep_refuses_dense_over_the_budget_and_writes_json(tmp_path):
     ("12.5", "must be an integer node count"),
     ("5", "must be an integer node count in [100, 10,000,000]"),
 ])
-def test_a_bad_scale_exits_2_with_one_line(scale, needle):
+def test_a_bad_scale_exits_2_with_one_line(run, scale, needle):
     result = run("--dense-vs-sparse", "--dataset", "synthetic", "--scale", scale)
     one_line_error(result, 2, needle)
 
 
-def test_scale_needs_the_synthetic_dataset():
+def test_scale_needs_the_synthetic_dataset(run):
     result = run("--dense-vs-sparse", "--dataset", "karate", "--scale", "1000")
     one_line_error(result, 2, "needs the synthetic dataset", "'karate'")
 
@@ -92,11 +86,11 @@ def test_scale_needs_the_synthetic_dataset():
     ("coraa", "did you mean 'cora'"),
     ("moons", "has no graph to bench"),
 ])
-def test_a_bad_dataset_exits_2_with_one_line(dataset, needle):
+def test_a_bad_dataset_exits_2_with_one_line(run, dataset, needle):
     one_line_error(run("--dense-vs-sparse", "--dataset", dataset), 2, needle)
 
 
-def test_without_the_benchmark_flag_it_says_which_to_choose():
+def test_without_the_benchmark_flag_it_says_which_to_choose(run):
     one_line_error(run("--dataset", "karate"), 2, "--dense-vs-sparse")
 
 
@@ -104,19 +98,19 @@ def test_without_the_benchmark_flag_it_says_which_to_choose():
     (["--repeat", "0"], "repeat >= 1"),
     (["--tolerance", "0"], "tolerance must be > 0"),
 ])
-def test_bad_settings_exit_2(args, needle):
+def test_bad_settings_exit_2(run, args, needle):
     one_line_error(run("--dense-vs-sparse", "--dataset", "karate", *args), 2, needle)
 
 
-def test_plot_without_a_sweep_is_a_usage_error(tmp_path):
+def test_plot_without_a_sweep_is_a_usage_error(run, tmp_path):
     one_line_error(run("--dense-vs-sparse", "--dataset", "karate", "--plot", tmp_path / "a.png"),
                    2, "--plot draws the scaling sweep")
 
 
-def test_plot_without_matplotlib_fails_fast_with_the_install_hint(tmp_path, monkeypatch):
+def test_plot_without_matplotlib_fails_fast_with_the_install_hint(run, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     called = []
-    monkeypatch.setattr(sweep, "scale_sweep", lambda *a, **k: called.append(1))
+    monkeypatch.setattr(bench_run, "scale_sweep", lambda *a, **k: called.append(1))
     result = run("--dense-vs-sparse", "--dataset", "synthetic", "--scale", "200",
                  "--plot", tmp_path / "sweep.png")
     one_line_error(result, 1, "pip install 'mgsparse[plot]'")
@@ -124,8 +118,7 @@ def test_plot_without_matplotlib_fails_fast_with_the_install_hint(tmp_path, monk
     assert not (tmp_path / "sweep.png").exists()
 
 
-@needs_matplotlib
-def test_plot_writes_a_png(tmp_path):
+def test_plot_writes_a_png(run, tmp_path):
     path = tmp_path / "sweep.png"
     result = run("--dense-vs-sparse", "--dataset", "synthetic", "--scale", "200,400",
                  "--repeat", "1", "--warmup", "0", "--plot", path)
@@ -134,7 +127,7 @@ def test_plot_writes_a_png(tmp_path):
     assert f"plot written to {path}" in " ".join(result.stdout.split())
 
 
-def test_a_comparison_over_the_budget_exits_2_before_any_work():
+def test_a_comparison_over_the_budget_exits_2_before_any_work(run):
     result = run("--dense-vs-sparse", "--dataset", "karate", "--memory-budget-mb", "0.01")
     one_line_error(result, 2, "dense skipped: it would hold ~0.051 MB", "over the 0.01 MB budget",
                    "raise the memory budget")

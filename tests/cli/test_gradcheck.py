@@ -9,15 +9,16 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from mgsparse.checks import DENSE, FINITE_DIFFERENCES, KNOWN_OPS, SCALAR
-from mgsparse.cli import _register_commands, app
+from mgsparse.checks import CASES, DENSE, FINITE_DIFFERENCES, KNOWN_OPS, SCALAR, SHAPES, SIZES
+from mgsparse.checks.case import is_empty
+from mgsparse.cli import app
 from mgsparse.cli import gradcheck as command
+from mgsparse.cli.render import DelayedBar
 from mgsparse.engine import ops
 from mgsparse.sparse.ops import SpMM
 from tests.cli.helpers import one_line_error
 
 runner = CliRunner()
-_register_commands()
 
 ROW_KEYS = {"op", "input_shapes", "nnz", "max_abs_err", "max_rel_err", "oracle", "verdict",
             "detail"}
@@ -27,16 +28,22 @@ def run(*args: str):
     return runner.invoke(app, ["gradcheck", *map(str, args)])
 
 
-def test_all_ops_pass_and_every_op_is_listed(tmp_path):
-    path = tmp_path / "all.json"
-    result = run("--json", path)
+@pytest.mark.parametrize("size", list(SIZES))
+def test_every_size_passes_and_lists_every_op(tmp_path, size):
+    path = tmp_path / f"{size}.json"
+    result = run("--size", size, "--json", path)
     assert result.exit_code == 0, result.output
     table_ops = {line.split()[0] for line in result.output.splitlines() if line.strip()}
     assert [name for name in KNOWN_OPS if name not in table_ops] == []
     report = json.loads(path.read_text())
-    assert report["passed"] is True and report["failed"] == 0
+    assert report["passed"] is True and report["failed"] == 0 and report["size"] == size
     assert report["ops"] == len(KNOWN_OPS) == len({r["op"] for r in report["rows"]})
-    assert f"all {report['checks']} checks of {len(KNOWN_OPS)} ops passed" in result.output
+    empty = [n for n, c in CASES.items() if is_empty(c.inputs(size))]
+    assert report["shapes_only"] == len(empty)
+    assert report["checks"] == len(report["rows"]) - len(empty)
+    shapes = f" (+{len(empty)} shapes only: no entries)" if empty else ""
+    assert f"all {report['checks']} checks of {len(KNOWN_OPS)} ops passed{shapes}" in " ".join(
+        result.output.split())
     assert "FAIL" not in result.output
 
 
@@ -45,7 +52,8 @@ def test_spmm_json_has_the_expected_schema(tmp_path):
     result = run("--op", "spmm", "--json", path)
     assert result.exit_code == 0, result.output
     report = json.loads(path.read_text())
-    assert set(report) == {"seed", "size", "passed", "checks", "failed", "ops", "seconds", "rows"}
+    assert set(report) == {"seed", "size", "passed", "checks", "shapes_only", "failed", "ops",
+                           "seconds", "rows"}
     assert (report["seed"], report["size"], report["checks"], report["ops"]) == (0, "small", 3, 1)
     rows = report["rows"]
     assert [r["oracle"] for r in rows] == [FINITE_DIFFERENCES, DENSE, SCALAR]
@@ -54,6 +62,16 @@ def test_spmm_json_has_the_expected_schema(tmp_path):
         assert r["op"] == "sparse.spmm" and r["verdict"] == "PASS" and r["detail"] == ""
         assert r["input_shapes"] == [[12], [5, 3], [6, 5]] and r["nnz"] == 12
         assert 0 <= r["max_abs_err"] < 1e-7 and 0 <= r["max_rel_err"] < 1e-7
+
+
+def test_a_shapes_only_row_shows_no_error(tmp_path):
+    path = tmp_path / "empty.json"
+    result = run("--op", "sparse.sum_rows", "--size", "empty", "--json", path)
+    assert result.exit_code == 0, result.output
+    row, = json.loads(path.read_text())["rows"]
+    assert (row["oracle"], row["max_abs_err"], row["verdict"]) == (SHAPES, None, "PASS")
+    line = next(line for line in result.output.splitlines() if "sparse.sum_rows" in line)
+    assert line.split()[-5:] == ["-", "-", "shapes", "only", "PASS"]
 
 
 def test_a_broken_sparse_backward_exits_1_with_a_fail_row(monkeypatch, tmp_path):
@@ -92,7 +110,7 @@ def test_a_backward_that_raises_is_explained(monkeypatch):
     def broken(ctx, g):
         raise ValueError("no")
     monkeypatch.setattr(SpMM, "vjp", staticmethod(broken))
-    result = run("--op", "sparse.spmm")
+    result = run("--op", "sparse.spmm", "--size", "one")
     assert result.exit_code == 1
     assert ("FAIL sparse.spmm (finite differences): hand-written backward failed: spmm: "
             "backward failed (ValueError: no)") in result.output
@@ -116,8 +134,10 @@ def test_unknown_op_exits_2_listing_the_known_ones():
     assert all(name in line for name in KNOWN_OPS)
 
 
-def test_bad_size_exits_2():
-    one_line_error(run("--size", "large"), 2, "unknown size 'large'; known sizes: small, medium")
+def test_bad_size_exits_2_naming_every_size():
+    one_line_error(run("--size", "large"), 2,
+                   f"unknown size 'large'; known sizes: {', '.join(SIZES)}")
+    assert command.SIZE_NAMES.split("|") == list(SIZES)  # the help shows the same names
 
 
 def test_json_into_a_missing_folder_exits_2_before_running(tmp_path):
@@ -126,15 +146,16 @@ def test_json_into_a_missing_folder_exits_2_before_running(tmp_path):
                    f"--json: folder {missing.parent} does not exist")
 
 
+def test_json_that_cannot_be_written_exits_1(tmp_path):
+    one_line_error(run("--op", "engine.neg", "--json", tmp_path), 1, "cannot write")
+
+
 @pytest.mark.parametrize("terminal, delay, shown", [(True, 0.0, True), (True, 60.0, False),
                                                      (False, 0.0, False)])
-def test_progress_bar_only_on_a_terminal_and_only_after_a_moment(monkeypatch, terminal, delay,
-                                                                  shown):
+def test_progress_bar_only_on_a_terminal_and_only_after_a_moment(terminal, delay, shown):
     stream = io.StringIO()
-    monkeypatch.setattr(command, "err_console", Console(file=stream, force_terminal=terminal,
-                                                        width=80))
-    monkeypatch.setattr(command, "BAR_DELAY_S", delay)
-    with command.DelayedBar() as bar:
+    console = Console(file=stream, force_terminal=terminal, width=80)
+    with DelayedBar(console, delay) as bar:
         for done, name in enumerate(["engine.add", "sparse.spmm", ""]):
             bar(done, 2, name)
     text = stream.getvalue()

@@ -7,40 +7,34 @@ import re
 import shutil
 import subprocess
 from collections import Counter
-from pathlib import Path
 
-import numpy as np
 import pytest
 import scipy.sparse as sp
-from typer.testing import CliRunner
 
-from mgsparse.cli import _register_commands, app
 from mgsparse.config import load_config
 from mgsparse.engine import Function, Tensor
-from mgsparse.problem import build_model, load_graph, prepare
+from mgsparse.engine.draw import summarize, to_dot
+from mgsparse.run import first_step_loss, make_task
 from mgsparse.sparse import SparseTensor
 from mgsparse.sparse.structure import Structure
-from mgsparse.train import training_loss
-from mgsparse.viz import summarize, to_dot
-from tests.cli.helpers import one_line_error
+from tests.conftest import CONFIGS, one_line_error
 
-ROOT = Path(__file__).resolve().parents[2]
-KARATE = ROOT / "configs" / "karate.yaml"
-MOONS = ROOT / "configs" / "moons.yaml"
-runner = CliRunner()
-_register_commands()
+KARATE = CONFIGS / "karate.yaml"
+MOONS = CONFIGS / "moons.yaml"
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None,
                                reason="Graphviz `dot` not installed (apt-get install graphviz)")
 
 
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
+@pytest.fixture
+def run(cli):
+    """The shared CLI fixture, under the name these tests have always used."""
+    return cli
 
 
 @pytest.fixture
 def recorded(monkeypatch):
     """(op name, number of Tensor / sparse-structure arguments) of every op the engine records,
-    counted at `Function.apply` itself: a count that does not walk the graph as `viz` does."""
+    counted at `Function.apply` itself: a count that does not walk the graph as `draw` does."""
     applications: list[tuple[str, int]] = []
     original = Function.apply.__func__
 
@@ -56,12 +50,14 @@ def recorded(monkeypatch):
     return applications
 
 
-def karate_step_loss() -> Tensor:
+def karate_step_loss(recorded: list | None = None) -> Tensor:
+    """The loss `mgsparse train configs/karate.yaml` differentiates first. Placing the task
+    may run ops of its own (the memory budget's estimate); `recorded` is cleared after it."""
     config = load_config(KARATE)
-    problem = prepare(config, load_graph(config.dataset))
-    model = build_model(config.model, problem, np.random.default_rng(config.train.seed))
-    model.train()
-    return training_loss(model, problem)
+    task = make_task(config)
+    if recorded is not None:
+        recorded.clear()
+    return first_step_loss(config, task)
 
 
 def op_nodes(dot: str) -> dict[str, str]:
@@ -73,11 +69,11 @@ def op_nodes(dot: str) -> dict[str, str]:
 
 
 def test_gcn_step_draws_every_op_once_per_use(recorded):
-    loss = karate_step_loss()
+    loss = karate_step_loss(recorded)
     dot = to_dot(loss)
     ops = op_nodes(dot)
     drawn = Counter(ops.values())
-    # counted three ways: DOT op nodes, viz's own census, and the engine's recorded applications
+    # counted three ways: DOT op nodes, draw's own census, and the engine's recorded applications
     assert drawn == Counter(summarize(loss)) == Counter(name for name, _ in recorded)
     # by hand, for 2 GCNConv layers on karate (sparse one-hot X, dense Â at 16% density):
     # X·W1 (SpMM), Â·(XW1) (MatMul), +b1, ReLU, dropout mask (Mul), H·W2 and Â·(HW2) (MatMul),
@@ -101,7 +97,7 @@ def test_gcn_step_dot_parses_with_graphviz():
 # ---------------------------------------------------------------- the command
 
 
-def test_writes_the_dot_of_the_first_step(tmp_path):
+def test_writes_the_dot_of_the_first_step(run, tmp_path):
     target = tmp_path / "karate.dot"
     result = run("graph", KARATE, "--out", target, "--format", "dot")
     assert result.exit_code == 0, result.output
@@ -111,7 +107,7 @@ def test_writes_the_dot_of_the_first_step(tmp_path):
     assert not (tmp_path / "karate.svg").exists()
 
 
-def test_point_cloud_graph_is_the_mlp_on_one_batch(tmp_path):
+def test_point_cloud_graph_is_the_mlp_on_one_batch(run, tmp_path):
     result = run("graph", MOONS, "--out", tmp_path / "m.dot", "--format", "dot")
     assert result.exit_code == 0, result.output
     dot = (tmp_path / "m.dot").read_text()
@@ -121,33 +117,33 @@ def test_point_cloud_graph_is_the_mlp_on_one_batch(tmp_path):
 
 @needs_dot
 @pytest.mark.parametrize("fmt, magic", [("svg", b"<?xml"), ("png", b"\x89PNG")])
-def test_renders_next_to_the_dot(tmp_path, fmt, magic):
+def test_renders_next_to_the_dot(run, tmp_path, fmt, magic):
     result = run("graph", KARATE, "--out", tmp_path / "g.dot", "--format", fmt)
     assert result.exit_code == 0, result.output
     assert (tmp_path / f"g.{fmt}").read_bytes().startswith(magic)
     assert "rendered" in result.output
 
 
-def test_without_graphviz_it_says_how_to_install_and_keeps_the_dot(tmp_path, monkeypatch):
-    monkeypatch.setattr("mgsparse.cli.graph.shutil.which", lambda name: None)
+def test_without_graphviz_it_says_how_to_install_and_keeps_the_dot(run, tmp_path, monkeypatch):
+    monkeypatch.setattr("mgsparse.run.draw.shutil.which", lambda name: None)
     result = run("graph", KARATE, "--out", tmp_path / "g.dot")
     assert result.exit_code == 0, result.output
     assert "apt-get install graphviz" in result.output
     assert (tmp_path / "g.dot").is_file() and not (tmp_path / "g.svg").exists()
 
 
-def test_a_failing_dot_program_is_a_one_line_error(tmp_path, monkeypatch):
+def test_a_failing_dot_program_is_a_one_line_error(run, tmp_path, monkeypatch):
     false = shutil.which("false")
     if false is None:
         pytest.skip("no `false` program to stand in for a broken dot")
-    monkeypatch.setattr("mgsparse.cli.graph.shutil.which", lambda name: false)
+    monkeypatch.setattr("mgsparse.run.draw.shutil.which", lambda name: false)
     result = run("graph", KARATE, "--out", tmp_path / "g.dot")
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code == 1
     assert lines[-1].startswith("error: dot -Tsvg") and "failed: exit status 1" in lines[-1]
 
 
-def test_over_the_size_limit_writes_a_summary_with_a_warning(tmp_path):
+def test_over_the_size_limit_writes_a_summary_with_a_warning(run, tmp_path):
     result = run("graph", KARATE, "--out", tmp_path / "g.dot", "--format", "dot",
                  "--max-nodes", "3")
     assert result.exit_code == 0, result.output
@@ -156,7 +152,7 @@ def test_over_the_size_limit_writes_a_summary_with_a_warning(tmp_path):
     assert "graph too large to draw: 17 values (max_nodes=3)" in dot and "op0" not in dot
 
 
-def test_usage_errors_exit_2_with_one_line(tmp_path):
+def test_usage_errors_exit_2_with_one_line(run, tmp_path):
     one_line_error(run("graph", tmp_path / "nope.yaml", "--out", tmp_path / "g.dot"), 2,
                    "nope.yaml: config file not found")
     one_line_error(run("graph", KARATE, "--out", tmp_path / "g.svg"), 2,

@@ -43,7 +43,8 @@ def only_verified():
 
 # Scripted misbehaviour: each route is a list of steps, consumed one per request (the last
 # one repeats). A step is ("ok", body) | ("status", code) | ("truncate", body)
-# | ("slow", seconds, body).
+# | ("slow", seconds, body) | ("endless", announced_length_or_None): 32 MiB in 64 KiB chunks
+# | ("stall", body): announces twice len(body), sends body, then waits until the test ends.
 
 @pytest.fixture
 def scripted_server():
@@ -78,6 +79,9 @@ def _play(handler: BaseHTTPRequestHandler, step: tuple, stop: threading.Event) -
     if kind == "status":
         handler.send_error(step[1])
         return
+    if kind in ("endless", "stall"):
+        _play_unending(handler, step, stop)
+        return
     if kind == "slow":
         if stop.wait(step[1]):
             return
@@ -92,6 +96,33 @@ def _play(handler: BaseHTTPRequestHandler, step: tuple, stop: threading.Event) -
     except (BrokenPipeError, ConnectionResetError):
         pass  # the client gave up (timeout test)
     handler.close_connection = True
+
+
+ENDLESS_CHUNK = b"\0" * (1 << 16)
+ENDLESS_CHUNKS = 512  # 32 MiB: what the issue saw a mirror write for a 22 KB file
+
+
+def _play_unending(handler: BaseHTTPRequestHandler, step: tuple, stop: threading.Event) -> None:
+    """A body that never ends: endless chunks, or a first part and then silence."""
+    kind, arg = step
+    length = arg if kind == "endless" else 2 * len(arg)
+    handler.send_response(200)
+    if length is not None:
+        handler.send_header("Content-Length", str(length))
+    handler.end_headers()
+    handler.close_connection = True
+    try:
+        if kind == "stall":
+            handler.wfile.write(arg)
+            handler.wfile.flush()
+            stop.wait(30)
+            return
+        for _ in range(ENDLESS_CHUNKS):  # a bound, so that a client without a cap fails, not hangs
+            if stop.is_set():
+                return
+            handler.wfile.write(ENDLESS_CHUNK)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the client stopped reading: what a capped download does
 
 
 @pytest.fixture
@@ -166,4 +197,5 @@ def tiny_dataset(tmp_path, monkeypatch):
     monkeypatch.setitem(planetoid.NAMES, "tiny", "Tiny")
     for name, digest in checksums.items():
         monkeypatch.setitem(planetoid.CHECKSUMS, name, digest)
+        monkeypatch.setitem(planetoid.SIZES, name, len(files[name]))
     return mirror, checksums

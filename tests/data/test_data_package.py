@@ -5,12 +5,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mgsparse.catalog import GRAPH_DATASETS, POINT_DATASETS
 from mgsparse.data import KNOWN_DATASETS, list_datasets, load_dataset
 from mgsparse.errors import ConfigError
 
 
-def test_known_datasets():
-    assert KNOWN_DATASETS == ("cora", "citeseer", "pubmed", "karate", "synthetic")
+def test_known_datasets_are_the_catalogs_graphs():
+    assert KNOWN_DATASETS == GRAPH_DATASETS
+    assert {"cora", "citeseer", "pubmed", "karate", "synthetic", "csv"} <= set(KNOWN_DATASETS)
+    assert not set(POINT_DATASETS) & set(KNOWN_DATASETS)
+    assert [row["name"] for row in list_datasets()] == list(KNOWN_DATASETS)
+
+
+def test_user_files_are_named_by_a_config_not_by_name():
+    with pytest.raises(ConfigError, match="load_csv_graph"):
+        load_dataset("csv")
 
 
 def test_karate_and_synthetic_need_no_network(monkeypatch, tmp_path):

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import signal
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
 
 from mgsparse.data.download import fetch, local_path, sha256_file
-from mgsparse.errors import ChecksumError, DownloadError
+from mgsparse.errors import ChecksumError, ConfigError, DataError, DownloadError
+from tests.conftest import REPO_ROOT
 
 BODY = bytes(range(256)) * 300  # 76,800 bytes: several 64 KiB chunks
 DIGEST = hashlib.sha256(BODY).hexdigest()
@@ -158,6 +162,96 @@ def test_missing_or_malformed_checksum_refuses_before_touching_anything(tmp_path
 
 
 def test_unsupported_scheme_is_refused(tmp_path):
-    with pytest.raises(DownloadError, match="unsupported URL scheme 'ftp'"):
+    with pytest.raises(ConfigError, match="unsupported URL scheme 'ftp'"):
         fetch("ftp://example.org/f.bin", tmp_path / "f.bin", DIGEST)
     assert local_path("file:///tmp/x").as_posix() == "/tmp/x"
+
+
+# --- hostile mirrors ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("url", ["http://[::1/f.bin", "http://127.0.0.1:99999/f.bin",
+                                 "http:///f.bin"])
+def test_malformed_url_is_one_line_and_touches_nothing(url, tmp_path):
+    (tmp_path / "f.bin").write_bytes(b"stale")
+    with pytest.raises(ConfigError, match="malformed URL") as info:
+        fetch(url, tmp_path / "f.bin", DIGEST, **QUICK)
+    assert url in str(info.value) and "\n" not in str(info.value)
+    assert (tmp_path / "f.bin").read_bytes() == b"stale"  # refused before the cache check
+
+
+@pytest.mark.parametrize("announced", [None, 1 << 40], ids=["no-length", "huge-length"])
+def test_endless_body_is_cut_off_at_the_cap(announced, scripted_server, tmp_path,
+                                            only_verified):
+    base, log = scripted_server({"f.bin": [("endless", announced)]})
+    cap = 3 * 65536 + 100
+    written = [0]
+
+    def track(done, total, name):
+        written[0] = done
+
+    with pytest.raises(DownloadError, match=rf"f\.bin from .* larger than the {cap:,} bytes"):
+        fetch(base + "f.bin", tmp_path / "f.bin", DIGEST, progress=track, max_bytes=cap,
+              **QUICK)
+    assert log == ["f.bin"]  # a body that is too big is final: not retried
+    if announced is None:
+        assert 2 * 65536 <= written[0] <= cap  # it streamed, and stopped before the cap
+    else:
+        assert written[0] == 0  # the announced length alone was enough to refuse
+    only_verified(tmp_path, {})
+
+
+def test_mirror_folder_file_beyond_the_cap_is_not_copied(tmp_path, only_verified):
+    (tmp_path / "mirror").mkdir()
+    (tmp_path / "mirror" / "f.bin").write_bytes(BODY)
+    with pytest.raises(DownloadError, match=r"larger than the 1,000 bytes"):
+        fetch(tmp_path / "mirror" / "f.bin", tmp_path / "cache" / "f.bin", DIGEST,
+              max_bytes=1000)
+    only_verified(tmp_path / "cache", {})
+
+
+def test_unwritable_destination_is_one_line_naming_it(tmp_path):
+    (tmp_path / "blocker").write_text("a file where a folder should be")
+    with pytest.raises(DataError, match=r"cannot write .*blocker") as info:
+        fetch(tmp_path / "mirror" / "f.bin", tmp_path / "blocker" / "f.bin", DIGEST)
+    assert "\n" not in str(info.value)
+
+
+# SIGTERM (kill, timeout, schedulers) must clean up like Ctrl-C. A child process downloads from
+# a server that sends part of the body and stalls; once bytes are on disk, the test signals it.
+_CHILD = """
+import signal, sys
+from pathlib import Path
+from mgsparse.data.download import fetch
+if sys.argv[3] == "app-handler":
+    def handler(signum, frame):
+        raise SystemExit(143)
+    signal.signal(signal.SIGTERM, handler)
+fetch(sys.argv[1], Path(sys.argv[2]), "0" * 64, timeout=(5, 30), retries=0)
+"""
+
+
+@pytest.mark.parametrize("signum, setup, returncode", [
+    (signal.SIGTERM, "default", -signal.SIGTERM),  # cleaned up, then ended by SIGTERM itself
+    pytest.param(signal.SIGTERM, "app-handler", 143,  # an application's own handler is kept
+                 marks=pytest.mark.slow),
+    pytest.param(signal.SIGINT, "default", -signal.SIGINT,  # Ctrl-C: KeyboardInterrupt
+                 marks=pytest.mark.slow),
+])
+def test_signal_mid_download_leaves_no_part_file(signum, setup, returncode, scripted_server,
+                                                 tmp_path):
+    base, _ = scripted_server({"f.bin": [("stall", BODY)]})
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, base + "f.bin",
+                              str(tmp_path / "f.bin"), setup], cwd=REPO_ROOT,
+                             stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not any(p.stat().st_size for p in tmp_path.glob("*.part")):
+            assert child.poll() is None, child.stderr.read().decode()
+            assert time.monotonic() < deadline, "the download never started"
+            time.sleep(0.02)
+        child.send_signal(signum)
+        assert child.wait(timeout=20) == returncode
+    finally:
+        child.kill()
+        child.wait()
+    assert list(tmp_path.iterdir()) == []

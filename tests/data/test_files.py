@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from mgsparse.data import files
 from mgsparse.data.files import load_edge_list, load_features, load_labels, load_user_graph
 from mgsparse.errors import DataError
 
@@ -122,3 +123,89 @@ def test_label_count_must_match_node_count(tmp_path):
     beyond = write(tmp_path / "beyond.csv", "0,1\n1,3\n")
     with pytest.raises(DataError, match=r"beyond\.csv line 2: node id out of range"):
         load_user_graph(beyond, tmp_path / "x.npy")
+
+
+# --- bad numbers are refused at load time, naming the file and the first bad row ----------------
+
+@pytest.mark.parametrize("text, message", [
+    ("1,2\n3,nan\n4,inf\n", r"x\.csv line 2: feature nan is not a finite float32"),
+    ("# header\n1,2\n3,4\n-inf,5\n", r"x\.csv line 4: feature -inf is not a finite"),
+    ("1,2\n3,1e39\n", r"x\.csv line 2: feature inf is not a finite float32 .*beyond 3\.4e38"),
+])
+def test_non_finite_text_features_name_the_line(tmp_path, text, message):
+    with pytest.raises(DataError, match=message):
+        load_features(write(tmp_path / "x.csv", text))
+
+
+def test_non_finite_array_features_name_the_row(tmp_path):
+    x = np.ones((4, 3))
+    x[2, 1] = np.nan
+    x[3, 0] = np.inf
+    np.save(tmp_path / "x.npy", x)
+    with pytest.raises(DataError, match=r"x\.npy row 2: feature nan is not a finite"):
+        load_features(tmp_path / "x.npy")
+    sp.save_npz(tmp_path / "x.npz", sp.csr_matrix(x))
+    with pytest.raises(DataError, match=r"x\.npz row 2: feature nan is not a finite"):
+        load_features(tmp_path / "x.npz")
+    edges = write(tmp_path / "e.csv", "0,1\n")
+    with pytest.raises(DataError, match=r"x\.npy row 2"):  # and so does the whole loader
+        load_user_graph(edges, tmp_path / "x.npy")
+
+
+@pytest.mark.parametrize("weight", ["nan", "inf", "-Infinity", "1e40"])
+def test_non_finite_edge_weight_names_the_line(tmp_path, weight):
+    edges = write(tmp_path / "e.csv", f"0,1,1.0\n1,2,0.5\n2,0,{weight}\n")
+    with pytest.raises(DataError, match=r"e\.csv line 3: weight .* is not a finite float32"):
+        load_user_graph(edges)
+
+
+def test_huge_node_id_names_the_line_instead_of_allocating(tmp_path):
+    edges = write(tmp_path / "e.csv", "0,1\n1,2\n2,1000000000000000000\n")
+    with pytest.raises(DataError, match=r"e\.csv line 3: node id out of range in edge "
+                                        r"2 -> 1000000000000000000 \(ids must be in "
+                                        r"\[0, 65,536\) when no features or labels"):
+        load_user_graph(edges)
+    np.save(tmp_path / "x.npy", np.eye(3))
+    with pytest.raises(DataError, match=r"e\.csv line 3: .*ids must be \[0, 3\)"):
+        load_user_graph(edges, tmp_path / "x.npy")
+    too_big = write(tmp_path / "big.csv", "0,1\n1,99999999999999999999\n")
+    with pytest.raises(DataError, match=r"big\.csv line 2: node id 99999999999999999999 is "
+                                        r"out of range for int64"):
+        load_user_graph(too_big)
+
+
+def test_node_id_bound_grows_with_the_edge_count(tmp_path, monkeypatch):
+    monkeypatch.setattr(files, "MIN_INFERRED_NODES", 16)  # small numbers, same rule
+    many = 20  # 2 x 20 edges may touch ids up to 39
+    lines = "\n".join(f"{a},{a + many}" for a in range(many))
+    g = load_user_graph(write(tmp_path / "e.csv", lines), undirected=False)
+    assert g.num_nodes == 2 * many and g.num_edges == many
+    with pytest.raises(DataError, match=r"line 21: .* -> 42 \(ids must be in \[0, 42\)"):
+        load_user_graph(write(tmp_path / "e.csv", lines + f"\n0,{2 * many + 2}\n"))
+    short = write(tmp_path / "short.csv", "0,1\n1,15\n")  # 2 edges: the floor of 16 applies
+    assert load_user_graph(short).num_nodes == 16
+
+
+def test_huge_label_names_the_line(tmp_path):
+    with pytest.raises(DataError, match=r"y\.txt line 2: label 1000000000000000000 is not "
+                                        r"below 3, the number of labels"):
+        load_labels(write(tmp_path / "y.txt", "0\n1000000000000000000\n1\n"))
+
+
+# --- damaged or foreign user files ----------------------------------------------------------------
+
+def test_damaged_array_files_are_one_line(tmp_path):
+    np.save(tmp_path / "x.npy", np.ones((50, 4)))
+    np.savez(tmp_path / "x.npz", x=np.ones((50, 4)))
+    for name in ("x.npy", "x.npz"):
+        data = (tmp_path / name).read_bytes()
+        for broken in (data[: len(data) // 2], b""):
+            (tmp_path / name).write_bytes(broken)
+            with pytest.raises(DataError, match=rf"{name}: not a .*readable|plain") as info:
+                load_features(tmp_path / name)
+            assert "\n" not in str(info.value)
+    with pytest.raises(DataError, match=r"y\.npy: file not found"):
+        load_labels(tmp_path / "y.npy")
+    (tmp_path / "folder.csv").mkdir()
+    with pytest.raises(DataError, match=r"folder\.csv: cannot read it"):
+        load_edge_list(tmp_path / "folder.csv")

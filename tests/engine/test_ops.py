@@ -334,3 +334,49 @@ def test_concatenate_error_names_shapes(shapes, axis):
 def test_stack_error_names_shapes():
     with pytest.raises(ShapeError, match=r"\(2,\), \(3,\)"):
         stack([Tensor(np.ones(2)), Tensor(np.ones(3))])
+
+
+# ---------------------------------------------------------------- issue #12: numerical edges
+# torch 2.x prints (float64): relu([-inf, 1]) = [0, 1]; d(x**0)/dx at 0 = 0;
+# 0.0 ** [-1, 0, 2] = [inf, 1, 0] with gradient [-inf, 0, 0]; (-2.0) ** [2, 3] = [4, -8].
+
+
+def test_relu_of_minus_infinity_is_zero():
+    np.testing.assert_array_equal(Tensor(np.array([-np.inf, -1.0, 1.0, np.inf])).relu().data,
+                                  [0.0, 0.0, 1.0, np.inf])
+
+
+def test_the_gradient_of_x_to_the_zero_is_zero_even_at_zero():
+    x = Tensor(np.array([0.0, 2.0]), requires_grad=True)
+    y = x**0
+    y.sum().backward()
+    np.testing.assert_array_equal(y.data, [1.0, 1.0])
+    np.testing.assert_array_equal(x.grad, [0.0, 0.0])
+
+
+def test_zero_to_the_x_and_its_gradient_match_torch():
+    x = Tensor(np.array([-1.0, 0.0, 2.0]), requires_grad=True)
+    y = 0.0**x
+    y.sum().backward()
+    np.testing.assert_array_equal(y.data, [np.inf, 1.0, 0.0])
+    np.testing.assert_array_equal(x.grad, [-np.inf, 0.0, 0.0])
+
+
+def test_a_negative_base_to_an_integer_power_is_exact():
+    x = Tensor(np.array([2.0, 3.0, 0.5]), requires_grad=True)
+    y = (-2.0) ** x
+    np.testing.assert_array_equal(y.data[:2], [4.0, -8.0])
+    assert np.isnan(y.data[2])  # a real power of a negative base: NaN, as in torch
+
+
+def test_a_positive_base_to_the_x_against_finite_differences_and_value(tensor64):
+    x = tensor64(3, 2)
+    assert gradcheck(lambda t: 1.5**t, [x]).passed
+    v = Value(0.7)
+    y = 1.5**v
+    y.backward()
+    assert y.data == pytest.approx(1.5**0.7)
+    assert v.grad == pytest.approx(1.5**0.7 * math.log(1.5))
+    zero = Value(0.0)
+    (zero**0).backward()  # the scalar reference agrees: d(x^0)/dx = 0 at 0
+    assert zero.grad == 0.0

@@ -276,3 +276,61 @@ def test_dropout_identity_cases(p, training):
 def test_dropout_probability_out_of_range(p):
     with pytest.raises(HyperparameterError, match=rf"\[0, 1\).*{p}"):
         Tensor(np.ones(3)).dropout(p)
+
+
+# ---------------------------------------------------------------- issue #12: edges of the engine
+
+
+def test_a_0d_gradient_is_an_ndarray_of_the_data_shape():
+    """numpy turns a 0-d sum into a scalar; `.grad` must stay an array (clipping scales it)."""
+    s = Tensor(np.array(3.0), requires_grad=True)
+    v = Tensor(np.ones(2), requires_grad=True)
+    (s * v).sum().backward()
+    assert type(s.grad) is np.ndarray and s.grad.shape == () and s.grad == 2.0
+    (s * v).sum().backward()  # accumulating keeps it an array
+    assert type(s.grad) is np.ndarray and s.grad == 4.0
+
+
+def _saved_forward():
+    """loss = Σ w·w·x, whose gradient 2·w·x = [6, 16] reads the saved w."""
+    w = Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    return w, (w * w * Tensor(np.array([3.0, 4.0]))).sum()
+
+
+def test_a_raw_in_place_write_to_a_saved_array_is_refused():
+    """Issue #12, defect 6: `w.data[...] = …` after the forward gave [0, 8], not [6, 16]."""
+    w, loss = _saved_forward()
+    with pytest.raises(ValueError, match="read-only"):
+        w.data[...] = [0.0, 1.0]
+    loss.backward()
+    np.testing.assert_array_equal(w.grad, [6.0, 16.0])
+    w.data[...] = [0.0, 1.0]  # the backward released the array
+    np.testing.assert_array_equal(w.data, [0.0, 1.0])
+
+
+def test_a_sanctioned_in_place_write_bumps_the_version_and_backward_names_the_op():
+    from mgsparse.engine.inplace import modified_in_place
+
+    w, loss = _saved_forward()
+    with modified_in_place(w) as data:
+        data += 1.0
+    assert w._version == 1
+    with pytest.raises(MgsparseError, match=r"^Mul\.backward: an input of shape \(2,\) saved "
+                                            r"for the backward was modified in place"):
+        loss.backward()
+    w2, loss2 = _saved_forward()
+    loss2.backward()  # an untouched graph is unaffected
+    np.testing.assert_array_equal(w2.grad, [6.0, 16.0])
+
+
+def test_read_only_locks_are_counted_and_released_with_the_graph():
+    w = Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    first, second = (w * w).sum(), (w * 3.0).sum()  # two live graphs save w.data
+    first.backward()
+    assert not w.data.flags.writeable  # `second` still holds it
+    del second  # a graph dropped without backward releases its arrays too
+    assert w.data.flags.writeable
+    frozen = np.ones(2)
+    frozen.flags.writeable = False
+    (Tensor(frozen, requires_grad=True) * 2.0).sum().backward()
+    assert not frozen.flags.writeable  # an array read-only before stays read-only

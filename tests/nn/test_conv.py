@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from mgsparse import SparseTensor, Tensor, gradcheck
+from mgsparse.errors import ShapeError
 from mgsparse.nn.conv import GCNConv, normalized_adjacency
 from mgsparse.nn.models import GCN, MLP
 
@@ -21,6 +22,53 @@ def dense_norm_adj() -> np.ndarray:
     A_hat = A + np.eye(N)
     d = A_hat.sum(1) ** -0.5
     return d[:, None] * A_hat * d[None, :]
+
+
+# The directed path 0 → 1 → 2 (node 3 alone in the 4-node version), Â derived by hand below.
+PATH = np.array([[0, 1], [1, 2]])
+PATH_A_HAT = np.array([[1.0, 0.0, 0.0],
+                       [2**-0.5, 0.5, 0.0],
+                       [0.0, 0.5, 0.5]])
+PATH_A_HAT_4 = np.pad(PATH_A_HAT, (0, 1)) + np.diag([0, 0, 0, 1.0])
+
+
+def test_gcn_aggregates_along_the_edge_direction_as_pyg():
+    """Issue #12, defect 1: Â was built A[source, target] with out-degrees (PyG's transpose).
+
+    Messages flow source → target and D is the in-degree with the self loop, d = (1, 2, 2):
+        Â[0, 0] = 1/1, Â[1, 0] = 1/√(2·1), Â[1, 1] = 1/2, Â[2, 1] = 1/√(2·2), Â[2, 2] = 1/2.
+    PyG's GCNConv (bias off, W = I) on x = I gives these rows, as quoted in issue #12:
+        [[1, 0, 0], [.707, .5, 0], [0, .5, .5]]   (mgsparse gave [[.5, .5, 0], [0, .5, .707],
+        [0, 0, 1]], PyG's numbers on the reversed edges).
+    """
+    np.testing.assert_allclose(normalized_adjacency(PATH, 3, dtype=np.float64).to_dense(),
+                               PATH_A_HAT, atol=1e-15)
+    conv = GCNConv(3, 3, bias=False, dtype=np.float64)
+    conv.weight.data[...] = np.eye(3)
+    np.testing.assert_allclose(conv(Tensor(np.eye(3)), PATH).data, PATH_A_HAT, atol=1e-15)
+    # 2 → 1 → 0, in-degrees (2, 2, 1): what the old code gave for 0 → 1 → 2 (issue #12)
+    reverse = normalized_adjacency(PATH[::-1], 3, dtype=np.float64).to_dense()
+    np.testing.assert_allclose(reverse, [[0.5, 0.5, 0], [0, 0.5, 2**-0.5], [0, 0, 1]], atol=1e-15)
+
+
+def test_gcn_gat_and_sage_send_messages_to_the_same_node(rng):
+    """On 0 → 1 → 2 a change of x_0 reaches nodes 0 and 1 only, x_2 reaches node 2 only, for
+    every layer: each aggregates at the target from its sources (and itself)."""
+    from mgsparse.nn.gat import GATConv
+    from mgsparse.nn.sage import SAGEConv
+
+    layers = [GCNConv(2, 2, dtype=np.float64, rng=rng), GATConv(2, 2, dtype=np.float64, rng=rng),
+              SAGEConv(2, 2, dtype=np.float64, rng=rng)]
+    x = rng.standard_normal((3, 2))
+    for layer in layers:
+        base = layer(Tensor(x), PATH).data
+        reached = []
+        for node in range(3):
+            moved = x.copy()
+            moved[node] += 1.0
+            changed = np.abs(layer(Tensor(moved), PATH).data - base).max(axis=1) > 1e-9
+            reached.append(np.flatnonzero(changed).tolist())
+        assert reached == [[0, 1], [1, 2], [2]], type(layer).__name__
 
 
 def test_normalized_adjacency_matches_the_formula():
@@ -63,17 +111,19 @@ def test_gcnconv_gradients_match_finite_differences(rng):
     assert result.passed and result.max_abs_err < 1e-7
 
 
-@pytest.mark.parametrize("threshold", [0.0, 1.0])
-def test_sparse_and_dense_adjacency_give_the_same_output_and_gradients(rng, threshold):
+def test_sparse_and_dense_adjacency_give_the_same_output_and_gradients(rng):
+    """Threshold 1.0 keeps Â sparse, 0.0 makes it dense: both give Â X W + b and its gradients."""
     x = rng.standard_normal((N, 3))
     outs = []
-    for th in (threshold, 1 - threshold):
+    for threshold, kind in ((1.0, SparseTensor), (0.0, Tensor)):
         conv = GCNConv(3, 2, rng=np.random.default_rng(1), dtype=np.float64)
-        adj = normalized_adjacency(EDGE_INDEX, N, sparsity_threshold=th, dtype=np.float64)
+        adj = normalized_adjacency(EDGE_INDEX, N, sparsity_threshold=threshold, dtype=np.float64)
+        assert isinstance(adj, kind)
         xt = Tensor(x, requires_grad=True)
         out = conv(xt, adj)
         (out * out).sum().backward()
         outs.append((out.data, xt.grad, conv.weight.grad))
+    np.testing.assert_allclose(outs[0][0], dense_norm_adj() @ x @ conv.weight.data, atol=1e-12)
     for a, b in zip(*outs):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
 
@@ -86,16 +136,50 @@ def test_sparse_features_times_weights_equal_dense_features(rng):
     np.testing.assert_allclose(sparse_out, dense_out, atol=1e-12)
 
 
-def test_normalisation_is_cached_between_calls(rng):
+def test_normalisation_is_cached_per_graph(rng):
     conv = _conv(rng)
     x = Tensor(rng.standard_normal((N, 3)))
-    conv(x, EDGE_INDEX)
-    first = conv._norm_adj
-    conv(x, EDGE_INDEX)
-    assert first is not None and conv._norm_adj is first
+    first = conv.norm_adj(EDGE_INDEX, N)
+    assert conv.norm_adj(EDGE_INDEX, N) is first
+    assert conv.norm_adj(EDGE_INDEX.copy(), N) is first  # the same graph, compared by value
     uncached = GCNConv(3, 2, cached=False, rng=rng, dtype=np.float64)
-    uncached(x, EDGE_INDEX)
-    assert uncached._norm_adj is None
+    assert uncached.norm_adj(EDGE_INDEX, N) is not uncached.norm_adj(EDGE_INDEX, N)
+    np.testing.assert_allclose(conv(x, EDGE_INDEX).data,
+                               dense_norm_adj() @ x.data @ conv.weight.data + conv.bias.data)
+
+
+def test_a_cached_layer_never_reuses_another_graphs_normalisation(rng):
+    """Issue #12, defect 4: the first graph's Â was returned for every later edge_index."""
+    conv = _conv(rng, bias=False)
+    x = Tensor(rng.standard_normal((N, 3)))
+    conv(x, EDGE_INDEX)
+    path = np.array([[0, 1], [1, 2]])  # 0 → 1 → 2, node 3 alone
+    np.testing.assert_allclose(conv(x, path).data, PATH_A_HAT_4 @ x.data @ conv.weight.data,
+                               atol=1e-12)
+    edges = EDGE_INDEX.copy()
+    conv(x, edges)
+    edges[:, :2] = [[0, 0], [3, 3]]  # changed in place: 0-1 becomes 0 → 3 twice
+    np.testing.assert_allclose(conv.norm_adj(edges, N).to_dense(),
+                               normalized_adjacency(edges.copy(), N, dtype=np.float64).to_dense())
+    weights = np.array([1.0, 2.0, 1.0, 1.0, 1.0, 1.0])
+    with_weights = conv.norm_adj(EDGE_INDEX, N, Tensor(weights)).to_dense()
+    assert with_weights[0, 1] == pytest.approx(2 / np.sqrt(3 * 4))  # w(1 → 0) = 2; d = 3, 4
+    assert conv.norm_adj(EDGE_INDEX, N, Tensor(2 * weights)).to_dense()[0, 1] != \
+        pytest.approx(with_weights[0, 1])
+
+
+def test_an_edge_list_may_be_a_python_list(rng):
+    """Issue #12, defect 5: a list was taken for a dense 2×E matrix."""
+    conv = _conv(rng)
+    x = Tensor(rng.standard_normal((N, 3)))
+    out = conv(x, EDGE_INDEX.tolist())
+    assert out.shape == (N, 2)
+    np.testing.assert_allclose(out.data, conv(x, EDGE_INDEX).data, atol=1e-12)
+
+
+def test_a_negative_node_id_is_named(rng):
+    with pytest.raises(ShapeError, match="refers to node -1 but the features have 4 rows"):
+        _conv(rng)(Tensor(np.ones((N, 3))), np.array([[0, -1], [1, 2]]))
 
 
 def test_learnable_edge_weight_is_not_cached_and_gets_a_gradient(rng):
@@ -103,7 +187,7 @@ def test_learnable_edge_weight_is_not_cached_and_gets_a_gradient(rng):
     w = Tensor(np.ones(EDGE_INDEX.shape[1]), requires_grad=True)
     out = conv(Tensor(rng.standard_normal((N, 3))), EDGE_INDEX, edge_weight=w)
     out.sum().backward()
-    assert conv._norm_adj is None
+    assert conv._norm_adj.get(EDGE_INDEX, N, w.data) is None
     assert w.grad is not None and w.grad.shape == (6,) and np.abs(w.grad).sum() > 0
 
 

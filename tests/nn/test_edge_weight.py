@@ -9,16 +9,15 @@ import numpy as np
 import pytest
 
 from mgsparse import SparseTensor, Tensor, gradcheck
+from mgsparse.checks import CASES
 from mgsparse.config import load_config
 from mgsparse.data.synthetic import sbm
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn import functional as F
-from mgsparse.nn.cases import LAYER_CASES
 from mgsparse.nn.conv import normalized_adjacency
 from mgsparse.nn.models import GCN
 from mgsparse.optim import Adam
-from mgsparse.problem import build_model, load_graph, prepare
-from mgsparse.train import fit
+from mgsparse.run import fit, make_task
 
 KARATE = Path(__file__).resolve().parents[2] / "configs" / "karate.yaml"
 
@@ -28,17 +27,17 @@ N = 4
 
 
 def dense_norm_adj(weights: np.ndarray) -> np.ndarray:
-    """D^-1/2 (A_w + I) D^-1/2 with A_w[i, j] = w of edge (i, j)."""
+    """D^-1/2 (A_w + I) D^-1/2 with A_w[t, s] = w of edge s → t (messages flow to the target)."""
     A = np.eye(N)
-    A[EDGE_INDEX[0], EDGE_INDEX[1]] += weights
+    A[EDGE_INDEX[1], EDGE_INDEX[0]] += weights
     d = A.sum(axis=1) ** -0.5
     return d[:, None] * A * d[None, :]
 
 
 def test_gcnconv_gradcheck_with_learned_edge_weights():
     """x, W, b and one weight per edge, the last through the degree normalisation."""
-    fn, inputs = LAYER_CASES["gcn_conv_edge_weight"](np.random.default_rng(1))
-    result = gradcheck(fn, inputs)
+    case = CASES["nn.gcn_conv_edge_weight"]
+    result = gradcheck(case.fn, case.inputs("small", seed=1))
     assert [c.shape for c in result.inputs] == [(7, 4), (4, 3), (3,), (16,)]
     assert result.max_abs_err < 1e-7
 
@@ -57,7 +56,7 @@ def test_edge_weight_gradient_includes_the_degree_terms(rng):
         expected[k] = ((dense_norm_adj(w + step) - dense_norm_adj(w - step)) * G).sum() / (2 * eps)
     np.testing.assert_allclose(ew.grad, expected, atol=1e-8)
     # a weight's gradient is not just G at its own entry: the degrees spread it over the row
-    own = G[EDGE_INDEX[0], EDGE_INDEX[1]] * dense_norm_adj(w)[EDGE_INDEX[0], EDGE_INDEX[1]] / w
+    own = G[EDGE_INDEX[1], EDGE_INDEX[0]] * dense_norm_adj(w)[EDGE_INDEX[1], EDGE_INDEX[0]] / w
     assert np.abs(ew.grad - own).max() > 1e-3
 
 
@@ -87,12 +86,12 @@ def test_learning_edge_weights_needs_the_edges():
 def test_config_flag_builds_and_trains_a_learned_weight_gcn():
     config = load_config(KARATE, ("model.learn_edge_weight=true", "train.epochs=20",
                                   "monitor.memory=false"))
-    problem = prepare(config, load_graph(config.dataset))
-    model = build_model(config.model, problem, np.random.default_rng(0))
-    assert model.edge_weight.shape == (problem.edge_index.shape[1],) == (156,)
-    result = fit(config, problem)
+    task = make_task(config)
+    model = task.build_model(np.random.default_rng(0))
+    assert model.edge_weight.shape == (task.edge_index.shape[1],) == (156,)
+    result = fit(config, task)
     assert result.runs[0].rows[-1].epoch == 20
-    plain = build_model(load_config(KARATE).model, problem, np.random.default_rng(0))
+    plain = make_task(load_config(KARATE)).build_model(np.random.default_rng(0))
     assert plain.edge_weight is None
 
 

@@ -142,3 +142,14 @@ def test_accuracy_from_scores_labels_and_masks():
     assert isinstance(F.accuracy(scores, target), float)
     with pytest.raises(ShapeError, match="accuracy: the mask selects no rows"):
         F.accuracy(scores, target, np.zeros(4, dtype=bool))
+
+
+def test_cross_entropy_counts_a_row_named_by_a_negative_and_a_positive_index_twice():
+    """Issue #12, defect 3: mask [-1, 3] on 4 rows names row 3 twice; it got half its gradient."""
+    z = Tensor(np.zeros((4, 3)), requires_grad=True)
+    t = np.array([0, 1, 2, 0])
+    F.cross_entropy(z, t, np.array([-1, 3])).backward()
+    expected = Tensor(np.zeros((4, 3)), requires_grad=True)
+    F.nll_loss(expected.log_softmax(-1), t, np.array([3, 3])).backward()
+    np.testing.assert_allclose(z.grad, expected.grad, atol=1e-15)
+    np.testing.assert_allclose(z.grad[3], [-2 / 3, 1 / 3, 1 / 3], atol=1e-15)

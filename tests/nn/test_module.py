@@ -169,3 +169,22 @@ def test_repr_is_pytorch_like():
 def test_forward_must_be_defined():
     with pytest.raises(NotImplementedError, match="Module does not define forward"):
         Module()(1)
+
+
+def test_a_parameter_copies_the_array_it_is_given():
+    """Issue #12, defect 10: Parameter(float32 array) aliased it, so a step wrote into it."""
+    a = np.ones(3, dtype=np.float32)
+    p = Parameter(a)
+    p.data -= 1.0
+    np.testing.assert_array_equal(a, [1.0, 1.0, 1.0])
+    t = Tensor(np.ones(2))
+    assert Parameter(t, dtype=np.float64).data is not t.data
+
+
+def test_load_state_dict_between_forward_and_backward_makes_the_backward_fail():
+    layer = Linear(2, 1, dtype=np.float64)
+    loss = layer(Tensor(np.ones((1, 2)))).sum()
+    layer.load_state_dict({"weight": np.zeros((2, 1)), "bias": np.zeros(1)})
+    np.testing.assert_array_equal(layer.weight.data, [[0.0], [0.0]])
+    with pytest.raises(MgsparseError, match="modified in place after the forward"):
+        loss.backward()

@@ -41,17 +41,26 @@ def test_default_threshold_and_explicit_zeros():
     assert as_operand(m).dtype == np.float64  # float64 input keeps its precision
 
 
-def test_densified_and_sparsified_operands_stay_differentiable():
+def test_a_densified_sparse_tensor_stays_differentiable_in_its_values():
     v = Tensor(np.ones(60, dtype=np.float32), requires_grad=True)
     A = SparseTensor.from_dense(matrix(0.6)).with_values(v)
     D = as_operand(A, 0.1)
     assert isinstance(D, Tensor)
     (D * Tensor(np.arange(100, dtype=np.float32).reshape(10, 10))).sum().backward()
     np.testing.assert_array_equal(v.grad, np.arange(60))
+
+
+@pytest.mark.parametrize("threshold", [0.0, 0.1, 1.0])
+def test_a_dense_tensor_that_requires_grad_has_the_same_gradient_at_any_threshold(threshold):
+    """Issue #12, defect 7: sparsified, it got a gradient at its nonzeros only; now it stays
+    dense (a gradient at every entry, its zeros included), whatever the threshold."""
     T = Tensor(matrix(0.05), requires_grad=True)
-    S = as_operand(T, 0.1)
-    S.values.sum().backward()
-    np.testing.assert_array_equal(T.grad, matrix(0.05) != 0)
+    D = as_operand(T, threshold)
+    assert D is T
+    (D @ Tensor(np.ones((10, 1), dtype=np.float32))).sum().backward()
+    np.testing.assert_array_equal(T.grad, np.ones((10, 10)))
+    assert isinstance(as_operand(T.detach(), 0.1), SparseTensor)  # a constant still sparsifies
+    assert as_operand(T, 0.1, dtype=np.float64).dtype == np.float64
 
 
 def test_a_model_code_path_runs_on_either_operand():

@@ -1,4 +1,4 @@
-"""The scalar references, the case registry, and the scalar fallback of failed backward passes."""
+"""The scalar references and the scalar fallback of failed backward passes (every SparseFunction)."""
 
 from __future__ import annotations
 
@@ -8,26 +8,27 @@ import numpy as np
 import pytest
 
 from mgsparse import gradcheck
+from mgsparse.checks import CASES
+from mgsparse.checks.case import analytic_grads, functions_reached, scalar_grads
 from mgsparse.engine import Tensor, Value
 from mgsparse.errors import GradcheckError, MgsparseError
-from mgsparse.sparse import (
-    FALLBACK_MAX_NNZ,
-    SPARSE_OPS,
-    ScalarFallbackWarning,
-    SparseTensor,
-    analytic_grads,
-    graph,
-    ops,
-    scalar_grads,
-    spmm,
-)
+from mgsparse.sparse import FALLBACK_MAX_NNZ, ScalarFallbackWarning, SparseTensor, ops, spmm
 from mgsparse.sparse import reference as ref
-from mgsparse.sparse.cases import random_pattern
 
-# each SparseFunction and a registered case that runs through it
-FUNCTIONS = [(ops.SpMM, "spmm"), (ops.Sddmm, "sddmm"), (ops.SpSpMM, "spspmm"),
-             (ops.ScatterAdd, "coalesce"), (ops.Gather, "mul_sparse"),
-             (graph.RowSoftmax, "row_softmax")]
+
+def _subclasses(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
+
+
+def _a_case_through(fn_class) -> str:
+    """The first sparse case of the registry whose graph runs through `fn_class`."""
+    return next(name for name, case in CASES.items()
+                if name.startswith("sparse.") and fn_class in functions_reached(case))
+
+
+SPARSE_FUNCTIONS = sorted(_subclasses(ops.SparseFunction), key=lambda c: c.__name__)
 
 
 def test_scalar_references_by_hand():
@@ -51,29 +52,9 @@ def test_value_arrays_round_trip():
     np.testing.assert_array_equal(ref.data_of(vals), [[1.5, -2.0]])
 
 
-def test_registry_covers_every_public_op():
-    assert set(SPARSE_OPS) == {
-        "spmm", "dense_spmm", "sparse_features", "sddmm", "spspmm", "add", "sub", "mul_sparse",
-        "mul_scalar", "mul_dense", "sum_rows", "sum_cols", "coalesce", "transpose", "relu", "exp",
-        "leaky_relu", "sparse_dropout", "add_self_loops", "gcn_norm", "gcn_norm_no_loops",
-        "row_softmax"}
-    functions = {cls for cls, _ in FUNCTIONS}
-    assert functions == set(_subclasses(ops.SparseFunction))
-    assert all(cls.reference is not None and cls.op_name != "sparse op" for cls in functions)
-
-
-def _subclasses(cls):
-    for sub in cls.__subclasses__():
-        yield sub
-        yield from _subclasses(sub)
-
-
-def test_random_patterns_have_empty_rows_columns_and_duplicates():
-    idx = random_pattern(np.random.default_rng(0), (6, 5), 12)
-    assert idx[0].max() < 5 and idx[1].max() < 4  # last row and last column empty
-    keys = idx[0] * 5 + idx[1]
-    assert len(np.unique(keys)) < len(keys)
-    assert not np.all(np.diff(keys) >= 0)  # shuffled, not row-sorted
+def test_every_sparse_function_names_its_reference():
+    assert all(cls.reference is not None and cls.op_name != "sparse op"
+               for cls in SPARSE_FUNCTIONS)
 
 
 # ---------------------------------------------------------------- fallback
@@ -83,16 +64,16 @@ def _broken(ctx, g):
     raise RuntimeError("broken on purpose")
 
 
-@pytest.mark.parametrize("fn_class, name", FUNCTIONS)
-def test_failed_backward_falls_back_to_the_scalar_decomposition(fn_class, name, monkeypatch):
-    case = SPARSE_OPS[name]
-    inputs = case.build(np.random.default_rng(5), "small", np.float64)
-    weights = np.random.default_rng(6).standard_normal(case.sparse(*inputs).shape)
-    _, want = analytic_grads(case.sparse, inputs, weights)
+@pytest.mark.parametrize("fn_class", SPARSE_FUNCTIONS, ids=lambda c: c.__name__)
+def test_failed_backward_falls_back_to_the_scalar_decomposition(fn_class, monkeypatch):
+    case = CASES[_a_case_through(fn_class)]
+    inputs = case.inputs("small", seed=5)
+    weights = np.random.default_rng(6).standard_normal(case.fn(*inputs).shape)
+    _, want = analytic_grads(case.fn, inputs, weights)
     monkeypatch.setattr(fn_class, "vjp", staticmethod(_broken))
     with pytest.warns(ScalarFallbackWarning, match=f"{fn_class.op_name}: backward failed "
                       r"\(RuntimeError: broken on purpose\); using the scalar decomposition"):
-        _, got = analytic_grads(case.sparse, inputs, weights)
+        _, got = analytic_grads(case.fn, inputs, weights)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, atol=1e-12)
 
@@ -122,11 +103,11 @@ def test_negative_control_a_wrong_backward_is_caught(monkeypatch):
         return dv * 1.01, dX, None
 
     monkeypatch.setattr(ops.SpMM, "vjp", staticmethod(wrong))
-    case = SPARSE_OPS["spmm"]
-    inputs = case.build(np.random.default_rng(0), "small", np.float64)
+    case = CASES["sparse.spmm"]
+    inputs = case.inputs("small")
     with pytest.raises(GradcheckError, match="input 0 of shape"):
-        gradcheck(case.sparse, inputs)
-    weights = np.ones(case.sparse(*inputs).shape)
-    (_, (dv, _)), (_, (sv, _)) = (analytic_grads(case.sparse, inputs, weights),
-                                  scalar_grads(case, inputs, weights))
+        gradcheck(case.fn, inputs)
+    weights = np.ones(case.fn(*inputs).shape)
+    (_, (dv, _)), (_, (sv, _)) = (analytic_grads(case.fn, inputs, weights),
+                                  scalar_grads(case.scalar, inputs, weights))
     assert not np.allclose(dv, sv)

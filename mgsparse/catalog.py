@@ -1,0 +1,94 @@
+"""The facts, once: every dataset a config may name and every model kind, with what each needs.
+
+A dataset is either a *graph* (nodes, edges, features, a node split: trained by a graph task)
+or *points* (a 2-D point cloud with no edges: trained by an MLP on mini-batches). Its source
+says where it comes from: ``planetoid`` (downloaded and verified against embedded checksums),
+``ogb`` (downloaded, checked against the documented counts, trusted on first use),
+``builtin`` (shipped in the package), ``generated`` (made from a seed), ``files`` (the user's
+own, named in the config). A model kind names the graph operand its layers
+read: the normalised adjacency Â (GCN), the raw edge list (GAT, GraphSAGE) or nothing (MLP).
+
+This module imports nothing from mgsparse, so config and data (the leaves) may read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class DatasetFacts:
+    name: str
+    kind: str  # "graph" | "points"
+    source: str  # "planetoid" | "ogb" | "builtin" | "generated" | "files"
+    description: str
+    paper_accuracy: dict[str, float] = field(default_factory=dict)  # model kind -> test acc
+    maker: str = ""  # generated data: the function of mgsparse.data.synthetic that makes it
+    num_classes: int | None = None  # None: read from the config (synthetic, blobs)
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    kind: str
+    operand: str | None  # "norm_adj" | "edge_index" | None: what forward(x, operand) reads
+    description: str
+    builder: str  # the class in mgsparse.nn that builds it
+    options: tuple[str, ...] = ()  # model-section keys passed on to that class
+
+
+DATASETS: dict[str, DatasetFacts] = {d.name: d for d in (
+    DatasetFacts("cora", "graph", "planetoid",
+                 "citation graph: 2,708 nodes, 10,556 edges, 1,433 features, 7 classes",
+                 {"gcn": 0.815, "gat": 0.830}),
+    DatasetFacts("citeseer", "graph", "planetoid",
+                 "citation graph: 3,327 nodes, 9,104 edges, 3,703 features, 6 classes",
+                 {"gcn": 0.703, "gat": 0.725}),
+    DatasetFacts("pubmed", "graph", "planetoid",
+                 "citation graph: 19,717 nodes, 88,648 edges, 500 features, 3 classes",
+                 {"gcn": 0.790, "gat": 0.790}),
+    DatasetFacts("ogbn-arxiv", "graph", "ogb",
+                 "citation graph (OGB): 169,343 nodes, 1,166,243 directed edges, 128 features, "
+                 "40 classes, time split", {"gcn": 0.7174}),
+    DatasetFacts("ogbn-products", "graph", "ogb",
+                 "co-purchase graph (OGB): 2,449,029 nodes, 61,859,140 edges, 100 features, "
+                 "47 classes, sales-rank split"),
+    DatasetFacts("karate", "graph", "builtin",
+                 "Zachary's karate club: 34 nodes, 156 edges, 2 factions (embedded)"),
+    DatasetFacts("synthetic", "graph", "generated",
+                 "stochastic block model, generated from a seed (any size)", maker="sbm"),
+    DatasetFacts("csv", "graph", "files",
+                 "your own graph: edge list, features, labels and split files (dataset.edges, ...)"),
+    DatasetFacts("moons", "points", "generated", "two interleaving half circles (2-D points)",
+                 maker="make_moons", num_classes=2),
+    DatasetFacts("circles", "points", "generated", "a circle inside a circle (2-D points)",
+                 maker="make_circles", num_classes=2),
+    DatasetFacts("blobs", "points", "generated", "Gaussian blobs, one per class (2-D points)",
+                 maker="make_blobs"),
+)}
+
+MODELS: dict[str, ModelFacts] = {m.kind: m for m in (
+    ModelFacts("gcn", "norm_adj", "graph convolution, Kipf & Welling 2017", "GCN",
+               ("learn_edge_weight",)),
+    ModelFacts("gat", "edge_index", "graph attention, Veličković et al. 2018", "GAT",
+               ("heads", "output_heads", "attn_dropout")),
+    ModelFacts("sage", "edge_index", "GraphSAGE with mean aggregation, Hamilton et al. 2017",
+               "GraphSAGE", ("normalize",)),
+    ModelFacts("mlp", None, "multi-layer perceptron: no graph", "MLP"),
+)}
+
+DATASET_NAMES: tuple[str, ...] = tuple(DATASETS)
+GRAPH_DATASETS: tuple[str, ...] = tuple(n for n, d in DATASETS.items() if d.kind == "graph")
+POINT_DATASETS: tuple[str, ...] = tuple(n for n, d in DATASETS.items() if d.kind == "points")
+PLANETOID_DATASETS: tuple[str, ...] = tuple(n for n, d in DATASETS.items()
+                                            if d.source == "planetoid")
+MODEL_KINDS: tuple[str, ...] = tuple(MODELS)
+
+
+def paper_accuracy(model_kind: str, dataset: str) -> float | None:
+    """The test accuracy a paper reports for this model on this dataset, if one does."""
+    facts = DATASETS.get(dataset)
+    return facts.paper_accuracy.get(model_kind) if facts else None
+
+
+def is_points(dataset: str) -> bool:
+    return dataset in DATASETS and DATASETS[dataset].kind == "points"

@@ -1,0 +1,76 @@
+"""A processed `Graph` saved as one ``.npz`` and read back only if it is the one we wrote.
+
+Dense or CSR features, optional edge weights. The file carries a ``key`` (what it was built
+from: raw checksums, processing version, options) and a ``digest`` (SHA-256 over every
+array): a cache built from other raw files, or edited after it was written, reads as None
+and is rebuilt. Writes go through `atomic_write`, so a crash never leaves a half-written
+cache. Loading never unpickles (``allow_pickle=False``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from mgsparse.data.atomic import atomic_write
+from mgsparse.data.graph import Graph
+
+_MASKS = ("train_mask", "val_mask", "test_mask")
+
+
+def graph_arrays(graph: Graph) -> dict[str, np.ndarray]:
+    """Every array of ``graph`` by name; CSR features as their three arrays plus the shape."""
+    arrays = {"y": graph.y, "edge_index": graph.edge_index,
+              "num_classes": np.array(graph.num_classes)}
+    arrays.update({name: getattr(graph, name) for name in _MASKS})
+    if graph.is_sparse:
+        arrays.update(x_data=graph.x.data, x_indices=graph.x.indices, x_indptr=graph.x.indptr,
+                      x_shape=np.array(graph.x.shape))
+    else:
+        arrays["x"] = graph.x
+    if graph.edge_weight is not None:
+        arrays["edge_weight"] = graph.edge_weight
+    return arrays
+
+
+def digest(arrays: dict[str, np.ndarray]) -> str:
+    """SHA-256 over every array's name, dtype, shape and bytes, in name order."""
+    sha = hashlib.sha256()
+    for name in sorted(arrays):
+        array = np.ascontiguousarray(arrays[name])
+        sha.update(f"{name}:{array.dtype.str}:{array.shape};".encode())
+        sha.update(memoryview(array).cast("B"))
+    return sha.hexdigest()
+
+
+def save_graph(graph: Graph, path: Path, key: str) -> None:
+    """Write ``graph`` to ``path`` atomically; OSError (read-only root, full disk) propagates."""
+    arrays = graph_arrays(graph)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda f: np.savez(f, key=key, digest=digest(arrays), **arrays), "wb")
+
+
+def load_graph(path: Path, key: str, name: str) -> Graph | None:
+    """The cached graph, or None when it is absent, stale (other key) or damaged."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if str(z["key"]) != key:
+                return None
+            arrays = {k: z[k] for k in z.files if k not in ("key", "digest")}
+            if str(z["digest"]) != digest(arrays):
+                return None
+        if "x" in arrays:
+            x = arrays["x"]
+        else:
+            x = sp.csr_matrix((arrays["x_data"], arrays["x_indices"], arrays["x_indptr"]),
+                              shape=tuple(arrays["x_shape"]))
+        return Graph(x=x, y=arrays["y"], edge_index=arrays["edge_index"], num_nodes=x.shape[0],
+                     num_classes=int(arrays["num_classes"]), name=name,
+                     edge_weight=arrays.get("edge_weight"),
+                     **{mask: arrays[mask] for mask in _MASKS})
+    except Exception:  # noqa: BLE001 -- whatever a damaged cache raises, rebuilding is the cure
+        return None

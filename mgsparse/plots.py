@@ -1,0 +1,188 @@
+"""Every matplotlib figure of mgsparse: a run's pictures and the scaling sweep's.
+
+A graph run: learning curves (training and validation loss, train and validation accuracy,
+mean ± std over the runs) next to a 2-D PCA projection of what the best model's last layer
+reads, coloured by class. A point-cloud run: the decision boundary of its best model next to
+its loss curve. The scaling sweep: step time and traced peak against Â's stored entries.
+matplotlib is an optional extra (`pip install 'mgsparse[plot]'`), imported only when a picture
+is asked for, so the library and the CLI load without it. The figure is drawn on a bare
+`matplotlib.figure.Figure` (no pyplot): no global state, no GUI backend, safe in a thread.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mgsparse.bench.sweep import FIT_MIN_NNZ, SweepResult
+from mgsparse.errors import ConfigError, DataError, MgsparseError
+from mgsparse.run.loop import RunResult, TrainResult
+from mgsparse.run.monitor import MB
+from mgsparse.run.points import PointTask
+from mgsparse.run.task import Task
+
+INSTALL_HINT = "pip install 'mgsparse[plot]'"
+FORMATS = (".png", ".svg", ".pdf")
+GRID_STEPS = 300  # grid points per axis for the decision regions
+COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+          "#7f7f7f", "#bcbd22", "#17becf")
+
+
+def require_matplotlib() -> Any:
+    """The `matplotlib.figure` module, or an MgsparseError saying how to install it."""
+    try:
+        return importlib.import_module("matplotlib.figure")
+    except ImportError:
+        raise MgsparseError(f"plotting needs matplotlib, which is not installed: "
+                            f"{INSTALL_HINT}") from None
+
+
+def check_plot_target(path: str | Path) -> None:
+    """Fail before training, not after: a known format, and matplotlib installed."""
+    if Path(path).suffix.lower() not in FORMATS:
+        raise ConfigError(f"plot file {str(path)!r} must end in {', '.join(FORMATS)}")
+    require_matplotlib()
+
+
+def save_training_plot(result: TrainResult, task: Task, path: str | Path) -> Path:
+    """The pictures of a finished series of runs (see the module docstring). Returns the path."""
+    path = Path(path)
+    check_plot_target(path)
+    run = next((r for r in result.runs if r.state), None)
+    if run is None:
+        raise MgsparseError("nothing to plot: no run finished an epoch with a finite loss")
+    fig = require_matplotlib().Figure(figsize=(15, 4.5), layout="constrained")
+    if isinstance(task, PointTask):
+        boundary, losses = fig.subplots(1, 2)
+        _draw_boundary(boundary, task, run)
+        _draw_losses(losses, run)
+    else:
+        losses, accuracy, embedding = fig.subplots(1, 3)
+        _draw_curves(losses, result.runs, ("loss", "val_loss"), "loss")
+        _draw_curves(accuracy, result.runs, ("train_acc", "val_acc"), "accuracy")
+        _draw_embedding(embedding, task, run)
+    return _save(fig, path, dpi=110)
+
+
+def curve_band(runs: list[RunResult], field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(epochs, mean, std) of one per-epoch figure over runs, epoch by epoch; runs that
+    stopped early count up to their last epoch."""
+    length = max(len(r.rows) for r in runs)
+    table = np.full((len(runs), length), np.nan)
+    for i, r in enumerate(runs):
+        table[i, :len(r.rows)] = [getattr(row, field) for row in r.rows]
+    return (np.arange(1, length + 1), np.nanmean(table, axis=0), np.nanstd(table, axis=0))
+
+
+def _draw_curves(ax: Any, runs: list[RunResult], fields: tuple[str, ...], what: str) -> None:
+    for field in fields:
+        epochs, mean, std = curve_band([r for r in runs if r.rows], field)
+        label = {"loss": "training loss"}.get(field, field.replace("_", " ")
+                                              .replace("acc", "accuracy"))
+        line, = ax.plot(epochs, mean, label=label)
+        if len(runs) > 1:
+            ax.fill_between(epochs, mean - std, mean + std, color=line.get_color(), alpha=0.2)
+    band = f", mean ± std over {len(runs)} runs" if len(runs) > 1 else ""
+    ax.set(xlabel="epoch", ylabel=what, title=f"{what} per epoch{band}")
+    ax.legend(loc="best", fontsize="small")
+
+
+def pca_2d(h: np.ndarray) -> np.ndarray:
+    """(N, 2): the rows of `h` projected on their two directions of largest variance."""
+    h = np.asarray(h, dtype=np.float64)
+    centred = h - h.mean(axis=0)
+    _, vectors = np.linalg.eigh(centred.T @ centred)  # ascending eigenvalues
+    top = vectors[:, ::-1][:, :2]
+    if top.shape[1] < 2:  # a one-wide representation: its only axis, and zeros
+        top = np.pad(top, ((0, 0), (0, 2 - top.shape[1])))
+    return centred @ top
+
+
+def _draw_embedding(ax: Any, task: Any, run: RunResult) -> None:
+    model = task.restore(run.state)
+    points = pca_2d(task.embedding(model))
+    labelled = task.y >= 0
+    for c in range(task.num_classes):
+        mask = labelled & (task.y == c)
+        ax.scatter(*points[mask].T, s=4, color=COLORS[c % len(COLORS)], label=f"class {c}")
+    ax.scatter(*points[~labelled].T, s=4, color="lightgrey", label="no label")
+    ax.set(xlabel="PC 1", ylabel="PC 2",
+           title=f"last hidden layer (PCA), seed {run.seed}: test {run.test_acc:.1%}")
+    ax.legend(loc="best", fontsize="x-small", markerscale=3)
+
+
+def _save(fig: Any, path: Path, dpi: int) -> Path:
+    try:
+        fig.savefig(path, dpi=dpi, format=path.suffix.lower()[1:])
+    except OSError as e:
+        raise DataError(f"cannot write plot {path}: {e.strerror or e}") from None
+    return path
+
+
+def _draw_boundary(ax: Any, task: PointTask, run: RunResult) -> None:
+    """The best model's decision regions with the train and test points."""
+    config, d = task.config, task.data
+    X_train, y_train, X_test, y_test = d.X_train, d.y_train, d.X_test, d.y_test
+    model = task.restore(run.state)
+    every = np.vstack([X_train, d.X_val, X_test])
+    lo, hi = every.min(axis=0) - 0.5, every.max(axis=0) + 0.5
+    gx, gy = np.meshgrid(np.linspace(lo[0], hi[0], GRID_STEPS),
+                         np.linspace(lo[1], hi[1], GRID_STEPS))
+    regions = task.predict(model, np.c_[gx.ravel(), gy.ravel()]).reshape(gx.shape)
+    num_classes = task.head.num_classes
+    colors = [COLORS[c % len(COLORS)] for c in range(num_classes)]
+    from matplotlib.colors import ListedColormap
+
+    ax.contourf(gx, gy, regions, levels=np.arange(num_classes + 1) - 0.5,
+                cmap=ListedColormap(colors), alpha=0.25)
+    for c in range(num_classes):
+        ax.scatter(*X_train[y_train == c].T, s=10, color=colors[c], label=f"train, class {c}")
+        ax.scatter(*X_test[y_test == c].T, s=28, color=colors[c], marker="x",
+                   label=f"test, class {c}")
+    ax.set_title(f"{config.model.kind.upper()} on {config.dataset.name}: test accuracy "
+                 f"{run.test_acc:.1%} (seed {run.seed}, best epoch {run.best_epoch})")
+    ax.set_xlabel("x1")
+    ax.set_ylabel("x2")
+    ax.legend(loc="best", fontsize="small")
+
+
+def _draw_losses(ax: Any, run: RunResult) -> None:
+    epochs = [row.epoch for row in run.rows]
+    ax.plot(epochs, [row.loss for row in run.rows], label="training loss (mean over batches)")
+    ax.plot(epochs, [row.val_loss for row in run.rows], label="validation loss")
+    ax.axvline(run.best_epoch, color="grey", linestyle="--", label=f"best epoch {run.best_epoch}")
+    positive = all(row.loss > 0 and row.val_loss > 0 for row in run.rows)
+    ax.set_yscale("log" if positive else "linear")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("loss")
+    ax.set_title("loss per epoch")
+    ax.legend(loc="best", fontsize="small")
+
+
+def plot_sweep(result: SweepResult, path: str | Path) -> Path:
+    """A PNG: step time and traced peak against Â's nnz, log-log, sparse and dense."""
+    fig = require_matplotlib().Figure(figsize=(11, 4.2), layout="constrained")
+    ax_t, ax_m = fig.subplots(1, 2)
+    for kind, style in (("sparse", "o-"), ("dense", "s--")):
+        pts = [(p.adjacency_nnz, getattr(p, kind)) for p in result.points if getattr(p, kind)]
+        if pts:
+            nnz = [x for x, _ in pts]
+            ax_t.plot(nnz, [r.step_ms_median for _, r in pts], style, label=kind)
+            ax_m.plot(nnz, [r.traced_peak_bytes / MB for _, r in pts], style, label=kind)
+    kernel = [(p.adjacency_nnz, p.kernel_ms) for p in result.points if p.kernel_ms > 0]
+    if kernel:
+        ax_t.plot(*zip(*kernel), "^:", color="gray", label="scipy Â·H alone")
+    for ax, what, k_all, k_large in (
+            (ax_t, "step time (ms)", result.time_exponent_all, result.time_exponent_large),
+            (ax_m, "traced peak (MB)", result.memory_exponent_all, result.memory_exponent_large)):
+        fits = (f"sparse ∝ nnz^{k_all:.2f} (all), ^{k_large:.2f} (nnz ≥ {FIT_MIN_NNZ:,})"
+                if k_all is not None and k_large is not None else "")
+        ax.set(xscale="log", yscale="log", xlabel="stored entries of Â (nnz)", ylabel=what,
+               title=f"{what}\n{fits}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    fig.suptitle("GCN training step on synthetic SBM graphs: sparse vs dense")
+    return _save(fig, Path(path), dpi=120)

@@ -1,0 +1,142 @@
+"""The memory budget: operands placed within it before training, the sparse fallback during it.
+
+Before training, a dense placement is refused for an operand whose dense step would pass 80%
+of the budget (it is kept sparse, and the run says why), and a run whose all-sparse step is
+estimated above the budget stops before its first epoch. During training, a traced epoch
+whose peak passes 80% of the budget turns the largest dense operand sparse from the next
+epoch on (same values: the loss curve continues, the optimizer state is untouched); with
+nothing dense left, a peak above the budget ends the run cleanly.
+
+The estimate of a step (`estimate_step_bytes`) is built from what the engine reports, one
+forward pass of a throwaway model on the candidate placement:
+
+    step ≈ operands + 4 · parameters + 2 · saved
+
+`operands` is what the operands hold after that forward (their arrays and the views it
+built); parameters come four times (values, gradients, Adam's two moments); `saved` is what
+the forward saved for backward beyond the operands themselves, twice because the backward
+allocates a gradient about as large as each activation it reads. `benchmarks/memory_estimate.py`
+holds it against the measured peak (Cora dense and sparse, 100,000 synthetic nodes).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mgsparse.config import Config, MonitorConfig
+from mgsparse.engine.tensor import graph_contexts
+from mgsparse.errors import MemoryBudgetError
+from mgsparse.run.monitor import MB, held_nbytes
+
+FALLBACK_FRACTION = 0.8  # above this share of the budget, dense operands turn sparse
+AUTO_FRACTION = 0.5  # "auto": this share of the memory available when the run starts
+
+
+def available_memory_bytes() -> int:
+    """Memory the kernel says a new allocation can still get (MemAvailable), else free RAM."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 8 * 1024 * MB  # no way to ask: assume a modest machine
+
+
+def budget_bytes(monitor: MonitorConfig) -> int | None:
+    """The run's budget in bytes: the config's MB, half the available memory for "auto",
+    None (no limit) for null."""
+    if monitor.memory_budget_mb is None:
+        return None
+    if monitor.memory_budget_mb == "auto":
+        return int(AUTO_FRACTION * available_memory_bytes())
+    return int(monitor.memory_budget_mb * MB)
+
+
+def mb(num_bytes: float) -> str:
+    return f"{num_bytes / MB:,.1f} MB"
+
+
+@dataclass
+class BudgetEvent:
+    """What the budget rule did: before training (epoch 0, estimated MB) or after a traced
+    epoch (measured MB)."""
+
+    epoch: int
+    operand: str | None  # the operand turned sparse; None when the run had to stop
+    before_mb: float
+    after_mb: float
+    peak_mb: float
+    budget_mb: float
+    message: str
+
+
+# ---------------------------------------------------------------- the estimate
+
+
+def estimate_step_bytes(task: Any, config: Config) -> int:
+    """A training step's peak on the task's current placement (see the module docstring)."""
+    seed = config.train.seed
+    model = task.build_model(np.random.default_rng(seed))
+    loss = task.first_loss(model, seed)
+    operands = list(task.operands().values())
+    saved = [a for ctx in graph_contexts(loss) for a in (ctx.saved_tensors or ())]
+    held = held_nbytes(*operands)
+    beyond = held_nbytes(*operands, saved) - held
+    params = sum(p.data.nbytes for p in model.parameters())
+    return int(held + 4 * params + 2 * beyond)
+
+
+def fit_within_budget(task: Any, config: Config, budget: int | None) -> list[BudgetEvent]:
+    """Place the task's operands so that the estimated step stays within 80% of `budget`:
+    the largest dense operand turns sparse while it does not; stop if all-sparse is over.
+    Returns what it changed, as events of epoch 0."""
+    events: list[BudgetEvent] = []
+    estimate = estimate_step_bytes(task, config)
+    while budget is not None and estimate > FALLBACK_FRACTION * budget and task.dense_operands():
+        name = task.dense_operands()[0]
+        task.make_sparse(name, f"sparse (dense would need {mb(estimate)} of a {mb(budget)} "
+                               f"budget)")
+        before, estimate = estimate, estimate_step_bytes(task, config)
+        events.append(BudgetEvent(0, name, before / MB, estimate / MB, before / MB,
+                                  budget / MB, f"{name} kept sparse: dense would need "
+                                  f"{mb(before)} of a {mb(budget)} budget"))
+    if budget is not None and estimate > budget:
+        raise MemoryBudgetError(
+            f"a training step needs about {mb(estimate)} with every operand sparse, over the "
+            f"{mb(budget)} budget; raise monitor.memory_budget_mb or use a smaller model")
+    task.estimate_bytes = estimate
+    return events
+
+
+# ---------------------------------------------------------------- during training
+
+
+def check_epoch(task: Any, epoch: int, peak_mb: float, budget: int | None) -> BudgetEvent | None:
+    """Apply the 80% rule to one traced epoch's peak (held + transient, in MB)."""
+    if budget is None or peak_mb * MB <= FALLBACK_FRACTION * budget:
+        return None
+    budget_mb = budget / MB
+    dense = task.dense_operands()
+    if dense:
+        name = dense[0]
+        before = held_nbytes(task.operands()[name])
+        task.make_sparse(name, f"sparse (fell back at epoch {epoch}: peak {peak_mb:,.1f} MB of "
+                               f"a {budget_mb:,.1f} MB budget)")
+        after = held_nbytes(task.operands()[name])
+        return BudgetEvent(epoch, name, before / MB, after / MB, peak_mb, budget_mb,
+                           f"peak {peak_mb:,.1f} MB passed 80% of the {budget_mb:,.1f} MB "
+                           f"budget: {name} now sparse ({mb(before)} -> {mb(after)})")
+    if peak_mb * MB > budget:
+        return BudgetEvent(epoch, None, peak_mb, peak_mb, peak_mb, budget_mb,
+                           f"peak {peak_mb:,.1f} MB is over the {budget_mb:,.1f} MB budget with "
+                           "every operand sparse; the run stops (best parameters kept)")
+    return None

@@ -1,0 +1,53 @@
+"""A run's model and optimizer, built from the config's sections as plain arguments.
+
+Which class builds a model kind, and which of the model section's keys it takes, are the
+catalog's facts: adding a model is a catalog row and its class in `mgsparse.nn`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import mgsparse.nn
+from mgsparse.catalog import MODELS
+from mgsparse.config import ModelConfig, OptimConfig
+from mgsparse.nn.module import Module
+from mgsparse.optim import SGD, Adam, AdamW, Optimizer
+
+
+def build_model(m: ModelConfig, num_features: int, num_outputs: int, rng: np.random.Generator,
+                edge_index: np.ndarray | None = None) -> Module:
+    """The model `m` describes, with `num_outputs` logits. `edge_index` is read only by a GCN
+    that learns its edge weights (it rebuilds Â from them every step); every other model is
+    handed its graph operand at call time, by the task."""
+    facts = MODELS[m.kind]
+    options = {key: getattr(m, key) for key in facts.options}
+    if options.get("learn_edge_weight"):
+        options["edge_index"] = edge_index
+    cls = getattr(mgsparse.nn, facts.builder)
+    model = cls(num_features, m.hidden, num_outputs, layers=m.layers, dropout=m.dropout,
+                activation=m.activation, rng=rng, **options)
+    model.keyed_masks = m.keyed_dropout  # hashed masks: what a partitioned run draws
+    return model
+
+
+def first_layer_parameters(model: Module) -> list:
+    """The parameters of the first layer: the GCN recipe decays these only."""
+    first = next(iter(model.children()))  # convs / linears
+    return [p for name, p in first.named_parameters() if name.startswith("0.")]
+
+
+def build_optimizer(o: OptimConfig, model: Module) -> Optimizer:
+    params = model.parameters()
+    if o.weight_decay_first_layer_only and o.weight_decay > 0:
+        first = {id(p) for p in first_layer_parameters(model)}
+        groups = [{"params": [p for p in params if id(p) in first], "weight_decay": o.weight_decay},
+                  {"params": [p for p in params if id(p) not in first], "weight_decay": 0.0}]
+        groups = [g for g in groups if g["params"]]
+    else:
+        groups = [{"params": params, "weight_decay": o.weight_decay}]
+    if o.name == "sgd":
+        return SGD(groups, lr=o.lr, momentum=o.momentum, nesterov=o.nesterov)
+    if o.name == "adam":
+        return Adam(groups, lr=o.lr, betas=tuple(o.betas))
+    return AdamW(groups, lr=o.lr, betas=tuple(o.betas))

@@ -1,0 +1,166 @@
+"""What a run leaves on disk: `metrics.json`, `epochs.csv` and the best parameters.
+
+Each file is written to a temporary name in the same folder and renamed into place, so an
+interrupted run never leaves a half-written file: the previous complete version stays. Files
+get the mode `open()` would give them (the umask decides), so a shared run folder stays
+readable to the team. Reading a run folder back trusts nothing: a truncated, emptied or
+edited file is named in one `DataError` line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import platform
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy
+
+import mgsparse
+from mgsparse.data.atomic import atomic_write
+from mgsparse.errors import DataError
+from mgsparse.run.loop import EpochRow, EpochStats, TrainResult
+
+METRICS = "metrics.json"
+EPOCHS_CSV = "epochs.csv"
+EPOCH_COLUMNS = ("run", "seed", *(f.name for f in dataclasses.fields(EpochRow)),
+                 *(f.name for f in dataclasses.fields(EpochStats) if f.name != "epoch"))
+
+
+def _write(path: Path, write: Any, mode: str = "w") -> None:
+    """`mgsparse.data.atomic.atomic_write`, its OSError named in one line."""
+    try:
+        atomic_write(path, write, mode)
+    except OSError as e:
+        raise DataError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def versions() -> dict[str, str]:
+    return {"mgsparse": mgsparse.__version__, "numpy": np.__version__,
+            "scipy": scipy.__version__, "python": platform.python_version()}
+
+
+def metrics_dict(result: TrainResult) -> dict[str, Any]:
+    """The resolved config, per-epoch rows of every run, versions and the summary."""
+    runs = []
+    for i, r in enumerate(result.runs):
+        runs.append({
+            "run": i, "seed": r.seed, "status": r.status, "message": r.message,
+            "best_epoch": r.best_epoch, "train_acc": r.train_acc, "val_acc": r.val_acc,
+            "test_acc": r.test_acc, "params": f"params_run{i}.npz" if r.state else None,
+            "epochs": [dataclasses.asdict(row) for row in r.rows],
+            "timing": [dataclasses.asdict(s) for s in r.stats],
+            "alarms": r.alarms, "events": list(r.events),
+        })
+    report = result.memory_report
+    return {"config": result.config.to_dict(), "versions": versions(),
+            "placement": result.placement, "events": result.events,
+            "summary": dataclasses.asdict(result.summary()),
+            "runs": runs, "memory_report": dataclasses.asdict(report) if report else None}
+
+
+def epochs_csv(result: TrainResult) -> str:
+    """One line per epoch of every run: the live table's figures, for tools that read CSV."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=EPOCH_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for i, r in enumerate(result.runs):
+        for row, stats in zip(r.rows, r.stats):
+            writer.writerow({"run": i, "seed": r.seed, **dataclasses.asdict(row),
+                             **{k: v for k, v in dataclasses.asdict(stats).items()
+                                if k != "epoch"}})
+    return buffer.getvalue()
+
+
+def check_output_dir(out_dir: str | Path) -> Path:
+    """Prove before training that the run folder can be written (it, or the nearest folder
+    above it that exists, accepts a file), without creating anything: a bad path fails
+    first, not after an hour of training, and a run refused later leaves nothing behind."""
+    out = Path(out_dir)
+    existing = next((p for p in (out, *out.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise DataError(f"cannot use output folder {out}: {existing} is not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as e:
+        raise DataError(f"cannot write into output folder {out}: {e.strerror or e}") from None
+    return out
+
+
+def output_dir(out_dir: str | Path) -> Path:
+    """The run folder, created if needed."""
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DataError(f"cannot create output folder {out}: {e.strerror or e}") from None
+    return out
+
+
+def write_outputs(out_dir: str | Path, result: TrainResult) -> Path:
+    """Write params_run<i>.npz for every run with a best state, epochs.csv, metrics.json."""
+    out = output_dir(out_dir)
+    for i, r in enumerate(result.runs):
+        if r.state:
+            _write(out / f"params_run{i}.npz", lambda f: np.savez(f, **r.state), "wb")
+    _write(out / EPOCHS_CSV, lambda f: f.write(epochs_csv(result)))
+    text = json.dumps(metrics_dict(result), indent=1, allow_nan=True)
+    _write(out / METRICS, lambda f: f.write(text))
+    return out / METRICS
+
+
+# ---------------------------------------------------------------- reading a run folder back
+
+
+def read_metrics(out_dir: str | Path) -> dict[str, Any]:
+    """metrics.json of a run folder, checked for the parts `evaluate` reads."""
+    path = Path(out_dir) / METRICS
+    if not path.is_file():
+        raise DataError(f"{path} not found: pass the --out folder of a finished `mgsparse train`")
+    try:
+        metrics = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DataError(f"{path} is damaged: not valid JSON ({e}); train again with --out") from None
+    except OSError as e:
+        raise DataError(f"cannot read {path}: {e.strerror or e}") from None
+    problem = _metrics_problem(metrics)
+    if problem:
+        raise DataError(f"{path} is damaged: {problem}; train again with --out")
+    return metrics
+
+
+def _metrics_problem(metrics: Any) -> str | None:
+    if not isinstance(metrics, dict):
+        return "the top level is not a mapping"
+    if not isinstance(metrics.get("config"), dict):
+        return "no 'config' mapping"
+    runs = metrics.get("runs")
+    if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+        return "no 'runs' list"
+    for r in runs:
+        if not (isinstance(r.get("run"), int) and isinstance(r.get("seed"), int)):
+            return "a run without an integer 'run' and 'seed'"
+        params = r.get("params")
+        if params is not None and (not isinstance(params, str) or Path(params).name != params):
+            return f"run {r['run']} names parameters {params!r} outside the run folder"
+    return None
+
+
+def read_params(out_dir: str | Path, filename: str) -> dict[str, np.ndarray]:
+    """A run's saved parameters; a missing, truncated or foreign file is named, not raised."""
+    path = Path(out_dir) / filename
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except FileNotFoundError:
+        raise DataError(f"{path} not found: the run folder is incomplete") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, AttributeError) as e:
+        raise DataError(f"{path} is damaged ({type(e).__name__}: {e}); train again "
+                        "with --out") from None

@@ -1,0 +1,178 @@
+"""Full-batch graph training: the whole graph, one step per epoch (`GraphTask`)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from mgsparse.catalog import DATASETS, MODELS
+from mgsparse.config import Config, DatasetConfig, load_config
+from mgsparse.data import Graph, load_dataset, user
+from mgsparse.engine import Tensor, no_grad
+from mgsparse.nn import functional as F
+from mgsparse.nn.conv import normalized_adjacency
+from mgsparse.nn.module import Module
+from mgsparse.run.budget import FALLBACK_FRACTION, mb
+from mgsparse.run.build import build_model
+from mgsparse.run.monitor import nnz_ratio
+from mgsparse.run.task import Batch, Progress, Scores, Task
+from mgsparse.sparse import SparseTensor, as_operand
+
+
+def load_graph(ds: DatasetConfig, progress: Progress | None = None) -> Graph:
+    """The graph a config's dataset section names: Planetoid or OGB (downloaded), karate, a
+    synthetic SBM, or the user's own files (`load_config` made their paths absolute)."""
+    source = DATASETS[ds.name].source
+    if source == "files":
+        return user.load_csv_graph(**user.config_kwargs(ds), name=Path(ds.edges).parent.name)
+    kwargs: dict[str, Any] = {"directed": ds.directed} if source == "ogb" else {}
+    if source == "generated":  # the SBM, shaped by the dataset section
+        kwargs = dict(num_nodes=ds.num_nodes, num_classes=ds.num_classes,
+                      avg_degree=ds.avg_degree, homophily=ds.homophily,
+                      num_features=ds.num_features, seed=ds.seed)
+    if ds.split == "random":
+        kwargs.update(num_train_per_class=ds.num_train_per_class, num_val=ds.num_val,
+                      num_test=ds.num_test, seed=ds.seed)
+    return load_dataset(ds.name, root=ds.root, split=ds.split, url=ds.url,
+                        normalize_features=ds.normalize_features, progress=progress, **kwargs)
+
+
+def graph_for(target: str, root: str | Path | None = None, url: str | None = None,
+              progress: Progress | None = None) -> Graph:
+    """The graph a name (cora, ogbn-arxiv, ...), a YAML config, a folder of CSV files or an
+    edge-list file means: what `mgsparse datasets info` describes."""
+    path = Path(target)
+    if path.suffix in (".yaml", ".yml"):
+        ds = load_config(path).dataset
+        return load_graph(dataclasses.replace(ds, root=ds.root or root, url=ds.url or url),
+                          progress)
+    if target.lower() not in DATASETS and path.exists():
+        return user.load_csv_path(path)
+    return load_dataset(target, root=root, url=url, progress=progress)
+
+
+def place(m: Any, threshold: float, dtype: Any,
+          budget: int | None = None) -> tuple[SparseTensor | Tensor, str]:
+    """A matrix as the operand it will be for the whole run: sparse while its density is at
+    most `threshold`, dense above it unless the dense array alone would pass 80% of the
+    memory `budget`; and the reason, for the run's summary."""
+    density = nnz_ratio(m)
+    dense_bytes = m.shape[0] * m.shape[1] * np.dtype(dtype).itemsize
+    if density > threshold and budget is not None and dense_bytes > FALLBACK_FRACTION * budget:
+        threshold = 1.0  # sparse, whatever the density
+        why = f"sparse (dense would need {mb(dense_bytes)} of a {mb(budget)} budget)"
+        operand, _ = place(m, threshold, dtype)
+        return operand, why
+    operand = as_operand(m, threshold)
+    if isinstance(operand, SparseTensor):
+        operand = operand if operand.dtype == dtype else operand.astype(dtype)
+        return operand, f"sparse (density {density:.3g} <= threshold {threshold:g})"
+    dense = Tensor(np.asarray(operand.data, dtype=dtype))
+    return dense, f"dense (density {density:.3g} > threshold {threshold:g})"
+
+
+class GraphTask(Task):
+    """Transductive node classification on the whole graph: one step per epoch.
+
+    The features and the model's graph operand are placed once and reused by every epoch of
+    every run: Â = D^-1/2 (A + I) D^-1/2 for a GCN (built only for it), the raw edge list for
+    GAT and GraphSAGE, nothing for an MLP. The loss is cross-entropy over the training nodes.
+    """
+
+    def __init__(self, config: Config, graph: Graph, dtype: Any = np.float32,
+                 budget: int | None = None):
+        self.config, self.name, self.budget = config, graph.name, budget
+        threshold = config.sparse.sparsity_threshold
+        x = graph.x if sp.issparse(graph.x) else sp.csr_matrix(np.asarray(graph.x))
+        self.features, why = place(x, threshold, dtype, budget)
+        self.placement = {"features": why}
+        self.densities = {"features": nnz_ratio(x)}
+        self.edge_index = np.asarray(graph.edge_index, dtype=np.int64)
+        self.operand = self._graph_operand(graph.num_nodes, threshold, dtype)
+        self.y = np.asarray(graph.y, np.int64)  # (N,), -1 = no label
+        self.train_idx = np.flatnonzero(graph.train_mask)
+        self.val_idx = np.flatnonzero(graph.val_mask)
+        self.test_idx = np.flatnonzero(graph.test_mask)
+        self.num_classes = int(graph.num_classes)
+
+    def _graph_operand(self, num_nodes: int, threshold: float, dtype: Any) -> Any:
+        reads = MODELS[self.config.model.kind].operand
+        if reads == "norm_adj" and not self.config.model.learn_edge_weight:
+            norm_adj = normalized_adjacency(self.edge_index, num_nodes, dtype=dtype)
+            operand, why = place(norm_adj, threshold, dtype, self.budget)
+            self.placement["adjacency"] = why
+            self.densities["adjacency"] = nnz_ratio(norm_adj)
+            return operand
+        self.densities["adjacency"] = self.edge_index.shape[1] / max(num_nodes, 1) ** 2
+        if reads is None:
+            self.placement["adjacency"] = "not used (the model reads no graph)"
+            return None
+        self.placement["adjacency"] = f"edge list ({self.edge_index.shape[1]:,} edges)"
+        return self.edge_index
+
+    @property
+    def num_nodes(self) -> int:
+        return self.features.shape[0]
+
+    @property
+    def num_features(self) -> int:
+        return self.features.shape[1]
+
+    def dense_operands(self) -> list[str]:
+        dense = [(op.data.nbytes, name) for name, op in self.operands().items()
+                 if isinstance(op, Tensor) and op.ndim == 2]
+        return [name for _, name in sorted(dense, reverse=True)]
+
+    def make_sparse(self, name: str, reason: str) -> None:
+        sparse = SparseTensor.from_dense(self.operands()[name].data)
+        if name == "features":
+            self.features = sparse
+        else:
+            self.operand = sparse
+        self.placement[name] = reason
+
+    def with_operands(self, features: Any, operand: Any) -> GraphTask:
+        """The same task on other copies of its operands (e.g. dense vs sparse)."""
+        other = copy.copy(self)
+        other.features, other.operand = features, operand
+        return other
+
+    def build_model(self, rng: np.random.Generator) -> Module:
+        return build_model(self.config.model, self.num_features, self.num_classes, rng,
+                           edge_index=self.edge_index)
+
+    def logits(self, model: Module) -> Tensor:
+        """(N, num_classes) for every node: the model on the features and its operand."""
+        if self.operand is None:
+            return model(self.features)
+        return model(self.features, self.operand)
+
+    def batches(self, model: Module, shuffle: np.random.Generator) -> Iterator[Batch]:
+        yield lambda: (F.cross_entropy(self.logits(model), self.y, self.train_idx),
+                       len(self.train_idx))
+
+    def embedding(self, model: Module) -> np.ndarray:
+        """(N, hidden): what `model`'s last layer reads for every node, in eval mode."""
+        model.eval()
+        with no_grad():
+            args = () if self.operand is None else (self.operand,)
+            return np.asarray(model.embed(self.features, *args).data)
+
+    def evaluate(self, model: Module) -> Scores:
+        model.eval()
+        with no_grad():
+            logits = self.logits(model)
+            val_loss = float(F.cross_entropy(logits, self.y, self.val_idx).data)
+        return Scores(val_loss, F.accuracy(logits, self.y, self.train_idx),
+                      F.accuracy(logits, self.y, self.val_idx),
+                      F.accuracy(logits, self.y, self.test_idx))
+
+    def operands(self) -> dict[str, Any]:
+        graph = {} if self.operand is None else {"adjacency": self.operand}
+        return {"features": self.features, **graph}

@@ -1,0 +1,84 @@
+"""The memory budget: its size from the config, the estimate of a step, operands turned sparse
+to fit it before training, and the 80% rule after a traced epoch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mgsparse.data import karate_club
+from mgsparse.engine import Tensor
+from mgsparse.errors import MemoryBudgetError
+from mgsparse.run import GraphTask
+from mgsparse.run import budget as budget_module
+from mgsparse.run.budget import (
+    FALLBACK_FRACTION,
+    budget_bytes,
+    check_epoch,
+    estimate_step_bytes,
+    fit_within_budget,
+)
+from mgsparse.run.monitor import MB
+from mgsparse.sparse import SparseTensor
+from tests.conftest import make_config
+
+
+@pytest.fixture
+def karate_task():
+    """Karate with Â dense (16% > the 0.1 threshold) and the features sparse."""
+    config = make_config(model={"dropout": 0.0})
+    task = GraphTask(config, karate_club())
+    assert isinstance(task.operand, Tensor) and isinstance(task.features, SparseTensor)
+    return task
+
+
+def test_the_budget_in_bytes(monkeypatch):
+    assert budget_bytes(make_config(monitor={"memory_budget_mb": None}).monitor) is None
+    assert budget_bytes(make_config(monitor={"memory_budget_mb": 100}).monitor) == 100 * MB
+    monkeypatch.setattr(budget_module, "available_memory_bytes", lambda: 3000 * MB)
+    assert budget_bytes(make_config(monitor={"memory_budget_mb": "auto"}).monitor) == 1500 * MB
+
+
+def test_the_estimate_counts_the_operands_and_parameters(karate_task):
+    estimate = estimate_step_bytes(karate_task, karate_task.config)
+    params = (34 * 16 + 16 + 16 * 2 + 2) * 4
+    assert estimate >= 34 * 34 * 4 + 4 * params  # Â held dense, parameters, grads, Adam
+
+
+def test_a_roomy_budget_changes_nothing(karate_task):
+    assert fit_within_budget(karate_task, karate_task.config, 1024 * MB) == []
+    assert isinstance(karate_task.operand, Tensor)
+    assert karate_task.estimate_bytes == estimate_step_bytes(karate_task, karate_task.config)
+    assert fit_within_budget(karate_task, karate_task.config, None) == []
+
+
+def test_a_tight_budget_turns_the_dense_adjacency_sparse_with_the_same_values(karate_task):
+    config = karate_task.config
+    estimate = estimate_step_bytes(karate_task, config)
+    dense = karate_task.operand.data.copy()
+    budget = int(estimate / FALLBACK_FRACTION) - 1  # just over 80% of it
+    (event,) = fit_within_budget(karate_task, config, budget)
+    assert event.epoch == 0 and event.operand == "adjacency"
+    assert "adjacency kept sparse: dense would need" in event.message
+    assert isinstance(karate_task.operand, SparseTensor)
+    np.testing.assert_array_equal(karate_task.operand.to_scipy("csr").toarray(), dense)
+    assert karate_task.placement["adjacency"].startswith("sparse (dense would need")
+    assert karate_task.estimate_bytes == estimate_step_bytes(karate_task, config)  # re-estimated
+
+
+def test_a_budget_too_small_even_all_sparse_is_an_error(karate_task):
+    with pytest.raises(MemoryBudgetError, match="with every operand sparse, over the"):
+        fit_within_budget(karate_task, karate_task.config, 1000)
+
+
+def test_after_an_epoch_the_80_percent_rule_falls_back_to_sparse(karate_task):
+    assert check_epoch(karate_task, 5, 0.79, 1 * MB) is None
+    assert check_epoch(karate_task, 5, 100.0, None) is None
+    event = check_epoch(karate_task, 5, 0.9, 1 * MB)
+    assert (event.epoch, event.operand, event.peak_mb, event.budget_mb) == (5, "adjacency",
+                                                                              0.9, 1.0)
+    assert isinstance(karate_task.operand, SparseTensor)
+    assert "fell back at epoch 5" in karate_task.placement["adjacency"]
+    assert check_epoch(karate_task, 6, 0.9, 1 * MB) is None  # nothing dense left, within it
+    over = check_epoch(karate_task, 7, 1.5, 1 * MB)
+    assert over.operand is None and "the run stops" in over.message

@@ -1,0 +1,71 @@
+"""`build_model` and `build_optimizer`: the model kind the catalog names, built from plain
+arguments; the GCN recipe's weight decay on the first layer only."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mgsparse import nn
+from mgsparse.catalog import MODELS
+from mgsparse.optim import SGD, Adam, AdamW
+from mgsparse.run.build import build_model, build_optimizer, first_layer_parameters
+from tests.conftest import make_config
+
+
+@pytest.mark.parametrize("kind", sorted(MODELS))
+def test_every_model_kind_builds_its_catalog_class(kind):
+    config = make_config(model={"kind": kind, "hidden": 8})
+    model = build_model(config.model, 5, 3, np.random.default_rng(0))
+    assert type(model) is getattr(nn, MODELS[kind].builder)
+
+
+def test_the_same_generator_state_gives_the_same_weights():
+    config = make_config()
+    a = build_model(config.model, 5, 3, np.random.default_rng(4)).state_dict()
+    b = build_model(config.model, 5, 3, np.random.default_rng(4)).state_dict()
+    c = build_model(config.model, 5, 3, np.random.default_rng(5)).state_dict()
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert not all(np.array_equal(a[k], c[k]) for k in a)
+
+
+def test_sizes_come_from_the_arguments():
+    config = make_config(model={"hidden": 8})
+    model = build_model(config.model, 5, 3, np.random.default_rng(0))
+    assert model.convs[0].weight.shape == (5, 8) and model.convs[-1].weight.shape == (8, 3)
+
+
+def test_a_gcn_learning_edge_weights_keeps_the_edge_list():
+    edge_index = np.array([[0, 1, 1, 2], [1, 0, 2, 1]])
+    config = make_config(model={"learn_edge_weight": True})
+    model = build_model(config.model, 4, 2, np.random.default_rng(0), edge_index=edge_index)
+    names = [name for name, _ in model.named_parameters()]
+    assert any("edge" in name for name in names), names
+
+
+def test_weight_decay_applies_to_the_first_layer_only():
+    config = make_config(model={"hidden": 4})
+    model = build_model(config.model, 34, 2, np.random.default_rng(0))
+    opt = build_optimizer(config.optim, model)
+    first = {id(p) for p in first_layer_parameters(model)}
+    assert first == {id(model.convs[0].weight), id(model.convs[0].bias)}
+    decays = {id(p): g["weight_decay"] for g in opt.param_groups for p in g["params"]}
+    assert set(decays) == {id(p) for p in model.parameters()}
+    assert all(decays[i] == 5e-4 for i in first)
+    assert all(d == 0 for i, d in decays.items() if i not in first)
+
+
+def test_weight_decay_everywhere_when_not_first_layer_only():
+    config = make_config(optim={"weight_decay": 0.01, "weight_decay_first_layer_only": False})
+    model = build_model(config.model, 34, 2, np.random.default_rng(0))
+    opt = build_optimizer(config.optim, model)
+    assert len(opt.param_groups) == 1 and opt.param_groups[0]["weight_decay"] == 0.01
+
+
+@pytest.mark.parametrize("name, cls", [("sgd", SGD), ("adam", Adam), ("adamw", AdamW)])
+def test_the_optimizer_section_names_the_class(name, cls):
+    config = make_config(optim={"name": name, "lr": 0.03})
+    model = build_model(config.model, 34, 2, np.random.default_rng(0))
+    opt = build_optimizer(config.optim, model)
+    assert type(opt) is cls
+    assert all(g["lr"] == 0.03 for g in opt.param_groups)

@@ -1,0 +1,119 @@
+"""The catalog: every dataset and model kind written once, with facts the rest of the library and
+the data themselves agree with."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import re
+import typing
+
+import pytest
+
+import mgsparse.nn
+from mgsparse import catalog
+from mgsparse.catalog import (
+    DATASET_NAMES,
+    DATASETS,
+    GRAPH_DATASETS,
+    MODEL_KINDS,
+    MODELS,
+    PLANETOID_DATASETS,
+    POINT_DATASETS,
+    is_points,
+    paper_accuracy,
+)
+from mgsparse.config import DatasetConfig, ModelConfig
+from mgsparse.data import synthetic
+
+
+def test_the_names_are_the_keys_and_each_kind_is_listed_once():
+    assert all(name == facts.name for name, facts in DATASETS.items())
+    assert all(kind == facts.kind for kind, facts in MODELS.items())
+    assert DATASET_NAMES == tuple(DATASETS) and MODEL_KINDS == tuple(MODELS)
+    assert set(GRAPH_DATASETS) | set(POINT_DATASETS) == set(DATASETS)
+    assert not set(GRAPH_DATASETS) & set(POINT_DATASETS)
+    assert set(PLANETOID_DATASETS) == {"cora", "citeseer", "pubmed"} <= set(GRAPH_DATASETS)
+    assert set(POINT_DATASETS) == {"moons", "circles", "blobs"}
+    assert GRAPH_DATASETS[0] == "cora"  # the bench's default
+
+
+@pytest.mark.parametrize("name", DATASET_NAMES)
+def test_every_dataset_has_a_known_kind_source_and_maker(name):
+    facts = DATASETS[name]
+    assert facts.kind in ("graph", "points") and facts.description
+    assert facts.source in ("planetoid", "ogb", "builtin", "generated", "files")
+    assert is_points(name) == (facts.kind == "points")
+    if facts.source == "generated":
+        assert callable(getattr(synthetic, facts.maker))
+    else:
+        assert facts.maker == ""
+    assert set(facts.paper_accuracy) <= set(MODELS)
+    assert all(0.5 < acc < 1 for acc in facts.paper_accuracy.values())
+
+
+@pytest.mark.parametrize("kind", MODEL_KINDS)
+def test_every_model_kind_names_its_class_operand_and_options(kind):
+    facts = MODELS[kind]
+    cls = getattr(mgsparse.nn, facts.builder)
+    assert inspect.isclass(cls)
+    assert facts.operand in ("norm_adj", "edge_index", None)
+    fields = {f.name for f in dataclasses.fields(ModelConfig)}
+    parameters = inspect.signature(cls).parameters
+    for option in facts.options:
+        assert option in fields and option in parameters, option
+
+
+def test_the_operand_each_model_reads():
+    assert {k: m.operand for k, m in MODELS.items()} == {
+        "gcn": "norm_adj", "gat": "edge_index", "sage": "edge_index", "mlp": None}
+
+
+def test_paper_accuracies():
+    """Kipf & Welling 2017 (GCN), Veličković et al. 2018 (GAT)."""
+    assert paper_accuracy("gcn", "cora") == 0.815
+    assert paper_accuracy("gcn", "citeseer") == 0.703
+    assert paper_accuracy("gcn", "pubmed") == 0.790
+    assert paper_accuracy("gat", "cora") == 0.830
+    assert paper_accuracy("gat", "citeseer") == 0.725
+    assert paper_accuracy("mlp", "cora") is None
+    assert paper_accuracy("gcn", "karate") is None
+    assert paper_accuracy("gcn", "nope") is None
+    assert not is_points("nope")
+
+
+def test_the_config_accepts_exactly_the_catalog_names():
+    hints = typing.get_type_hints(DatasetConfig)
+    assert typing.get_args(hints["name"]) == DATASET_NAMES
+    assert typing.get_args(typing.get_type_hints(ModelConfig)["kind"]) == MODEL_KINDS
+
+
+def test_the_catalog_imports_nothing_from_mgsparse():
+    tree = ast.parse(inspect.getsource(catalog))
+    imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    imported += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    assert not [m for m in imported if m.split(".")[0] == "mgsparse"], imported
+
+
+def _numbers(description: str) -> dict[str, int]:
+    return {what: int(n.replace(",", "")) for n, what in
+            re.findall(r"([\d,]+) (nodes|edges|features|classes)", description)}
+
+
+def test_the_karate_description_is_the_data():
+    from mgsparse.data import karate_club
+
+    g = karate_club()
+    assert _numbers(DATASETS["karate"].description) == {"nodes": g.num_nodes,
+                                                        "edges": g.num_edges}
+
+
+@pytest.mark.parametrize("name", ["cora", "citeseer"])
+def test_planetoid_descriptions_are_the_data(mirror_env, name):
+    from mgsparse.data import load_dataset
+
+    g = load_dataset(name)
+    assert _numbers(DATASETS[name].description) == {
+        "nodes": g.num_nodes, "edges": g.num_edges, "features": g.x.shape[1],
+        "classes": g.num_classes}

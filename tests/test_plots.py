@@ -1,0 +1,162 @@
+"""Every matplotlib figure: a point-cloud run's decision boundary and loss curve, and the scaling
+sweep's log-log panels; written when matplotlib is present, a one-line install hint (not an
+ImportError) when it is not, and matplotlib imported only when a picture is asked for."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import matplotlib  # noqa: F401  (in the test extra: the plot paths always run)
+import numpy as np
+import pytest
+
+from mgsparse.bench import sweep
+from mgsparse.bench.dense_vs_sparse import RepresentationResult
+from mgsparse.errors import ConfigError, MgsparseError
+from mgsparse.plots import (
+    INSTALL_HINT,
+    check_plot_target,
+    curve_band,
+    pca_2d,
+    plot_sweep,
+    require_matplotlib,
+    save_training_plot,
+)
+from mgsparse.run import fit, make_task
+from mgsparse.run.loop import EpochRow, RunResult
+from tests.conftest import make_config, moons_config
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def moons_run():
+    config = moons_config("train.epochs=5")
+    task = make_task(config)
+    return fit(config, task), task
+
+
+@pytest.fixture(scope="module")
+def sweep_result():
+    """A sweep's figures, made by hand: the plot needs no benchmark to run."""
+    def row(kind, ms, peak):
+        return RepresentationResult(kind, ms, 0.0, peak, 0, 0, 0, 0.0, 0.0)
+
+    points = [sweep.SweepPoint(n, 11 * n, 2 * n, row("sparse", n / 100, 400 * n), 4 * n * n,
+                               kernel_ms=n / 1000) for n in (1_000, 10_000, 100_000)]
+    points[0].dense = row("dense", 50.0, 4 * 10**6)
+    return sweep._fit(points, 100.0, 1, 0)
+
+
+def test_png_is_written(tmp_path, moons_run):
+    result, task = moons_run
+    path = save_training_plot(result, task, tmp_path / "moons.png")
+    data = path.read_bytes()
+    assert data[:8] == PNG
+    assert len(data) > 20_000  # two panels with points, regions and curves, not an empty canvas
+
+
+def test_svg_holds_both_panels(tmp_path, moons_run):
+    result, task = moons_run
+    text = save_training_plot(result, task, tmp_path / "moons.svg").read_text()
+    assert "<svg" in text
+    assert "loss per epoch" in text and "test accuracy" in text
+
+
+def test_nothing_to_plot_without_a_finished_epoch(tmp_path, moons_run):
+    import dataclasses
+
+    result, task = moons_run
+    empty = dataclasses.replace(result, runs=[dataclasses.replace(result.runs[0], state={})])
+    with pytest.raises(MgsparseError, match="nothing to plot"):
+        save_training_plot(empty, task, tmp_path / "moons.png")
+
+
+def test_missing_matplotlib_gives_the_install_hint(monkeypatch, moons_run, tmp_path):
+    result, task = moons_run
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # `import` now raises ImportError
+    with pytest.raises(MgsparseError) as info:
+        require_matplotlib()
+    assert str(info.value) == ("plotting needs matplotlib, which is not installed: "
+                               "pip install 'mgsparse[plot]'")
+    assert INSTALL_HINT in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(MgsparseError, match="pip install 'mgsparse"):
+        save_training_plot(result, task, tmp_path / "moons.png")
+    assert not (tmp_path / "moons.png").exists()
+
+
+def test_plot_targets_are_checked_before_training(monkeypatch):
+    with pytest.raises(ConfigError, match=r"must end in \.png, \.svg, \.pdf"):
+        check_plot_target("moons.jpg")
+    check_plot_target("k.PNG")
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    with pytest.raises(MgsparseError, match="pip install"):
+        check_plot_target("k.png")
+
+
+@pytest.fixture(scope="module")
+def karate_runs():
+    config = make_config(train={"epochs": 6, "runs": 2})
+    task = make_task(config)
+    return fit(config, task), task
+
+
+def test_a_graph_run_draws_curves_and_the_hidden_layer(tmp_path, karate_runs):
+    result, task = karate_runs
+    text = save_training_plot(result, task, tmp_path / "karate.svg").read_text()
+    assert "loss per epoch, mean ± std over 2 runs" in text
+    assert "accuracy per epoch" in text and "last hidden layer (PCA)" in text
+    assert save_training_plot(result, task, tmp_path / "k.png").read_bytes()[:8] == PNG
+
+
+def test_curve_band_is_the_mean_and_std_over_runs_epoch_by_epoch():
+    def run(losses):
+        return RunResult(seed=0, rows=[EpochRow(i + 1, v, 0, 0, 0, 0, 0)
+                                       for i, v in enumerate(losses)])
+
+    epochs, mean, std = curve_band([run([1.0, 3.0, 5.0]), run([3.0, 5.0])], "loss")
+    assert epochs.tolist() == [1, 2, 3]
+    assert mean.tolist() == [2.0, 4.0, 5.0] and std.tolist() == [1.0, 1.0, 0.0]
+
+
+def test_pca_2d_keeps_the_two_directions_of_largest_variance():
+    rng = np.random.default_rng(0)
+    h = rng.normal(size=(200, 3)) * [10.0, 0.01, 3.0]
+    p = pca_2d(h)
+    assert p.shape == (200, 2)
+    assert np.var(p[:, 0]) == pytest.approx(np.var(h[:, 0]), rel=0.01)
+    assert np.var(p[:, 1]) == pytest.approx(np.var(h[:, 2]), rel=0.01)
+    assert np.var(p, axis=0).sum() <= np.var(h, axis=0).sum()
+    assert pca_2d(h[:, :1]).shape == (200, 2)  # one column: its axis and zeros
+
+
+def test_sweep_plot_is_a_png(sweep_result, tmp_path):
+    path = plot_sweep(sweep_result, tmp_path / "sweep.png")
+    data = path.read_bytes()
+    assert data[:8] == PNG
+    assert len(data) > 20_000  # two panels with axes, lines and labels
+
+
+def test_without_matplotlib_the_sweep_plot_says_how_to_install_it(sweep_result, tmp_path,
+                                                                  monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # `import` now fails
+    with pytest.raises(MgsparseError) as info:
+        plot_sweep(sweep_result, tmp_path / "sweep.png")
+    assert "pip install 'mgsparse[plot]'" in str(info.value)
+    assert not (tmp_path / "sweep.png").exists()
+
+
+def test_an_unwritable_plot_path_is_one_error(tmp_path, sweep_result):
+    with pytest.raises(MgsparseError, match="cannot write plot"):
+        plot_sweep(sweep_result, tmp_path / "missing" / "sweep.png")
+
+
+def test_importing_plots_does_not_import_matplotlib():
+    probe = ("import json, sys, mgsparse.plots; "
+             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('matplotlib'))))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=False, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
