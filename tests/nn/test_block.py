@@ -114,12 +114,13 @@ def directed_graph():
 GRAPHS = {"undirected": undirected_graph, "directed": directed_graph}
 
 
-@pytest.mark.parametrize(("kind", "graph"), [("gcn", "undirected"), ("sage", "undirected"),
+@pytest.mark.parametrize(("kind", "graph"), [("gcn", "undirected"), ("gcn", "directed"),
+                                             ("sage", "undirected"),
                                              ("sage", "directed"), ("gat", "directed")])
 def test_full_neighbourhood_in_one_batch_equals_full_batch(kind, graph):
     """Fanouts -1 and one batch of all training nodes: the same loss and the same gradient of
-    every parameter as full-batch training. GCN on an undirected graph (its full-batch Â is
-    direction-agnostic there); SAGE and GAT on a directed one too, messages source → target."""
+    every parameter as full-batch training, on an undirected graph and on a directed one
+    (messages flow source → target, normalised by the target's in-degree, in both paths)."""
     edges, feats, labels, classes = GRAPHS[graph]()
     n = len(feats)
     model = MODELS[kind](feats.shape[1], classes)
