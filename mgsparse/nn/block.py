@@ -96,6 +96,8 @@ def on_block(conv: Any, block: Block) -> Callable[[Any], Tensor]:
 def _convs(model: StackedModel) -> Sequence[Any]:
     if getattr(model, "edge_weight", None) is not None:
         raise HyperparameterError("learned edge weights are not supported with neighbour sampling")
+    if getattr(model, "keyed_masks", False):  # its node_ids would change with every block
+        raise HyperparameterError("keyed dropout is for partitioned runs, not neighbour sampling")
     convs = getattr(model, "convs", None)
     if convs is None:
         raise HyperparameterError(f"{type(model).__name__} has no graph layers to sample for")

@@ -184,5 +184,9 @@ def test_block_errors_are_one_clear_line(digraph):
         forward_blocks(GraphSAGE(4, 3, 2, rng=np.random.default_rng(0)), x, batch.blocks)
     with pytest.raises(HyperparameterError, match="MLP has no graph layers"):
         forward_blocks(MLP(4, 3, 2), x, batch.blocks)
+    keyed = GraphSAGE(4, 3, 2, layers=1, rng=np.random.default_rng(0))
+    keyed.keyed_masks = True
+    with pytest.raises(HyperparameterError, match="keyed dropout is for partitioned runs"):
+        forward_blocks(keyed, x, batch.blocks)
     with pytest.raises(HyperparameterError, match="learned edge weights"):
         forward_blocks(GCN(4, 3, 2, edge_index=digraph, learn_edge_weight=True), x, batch.blocks)
