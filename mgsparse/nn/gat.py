@@ -41,24 +41,28 @@ def _sorted_unique(keys: np.ndarray) -> np.ndarray:
 
 
 def attention_pattern(edge_index: np.ndarray, num_nodes: int, heads: int,
-                      add_self_loops: bool = True, dtype: Any = np.float32) -> SparseTensor:
-    """The block-diagonal (H·N, H·N) pattern: entry (h·N + i, h·N + j) for each edge j → i.
+                      add_self_loops: bool = True, dtype: Any = np.float32,
+                      num_targets: int | None = None) -> SparseTensor:
+    """The block-diagonal (H·T, H·N) pattern: entry (h·T + i, h·N + j) for each edge j → i.
 
-    Edges are deduplicated (an attention softmax counts each neighbour once); with
-    `add_self_loops` existing loops are dropped and one loop per node added. The entries
-    come out sorted row-major, head by head. Values are zeros: the layer sets them.
+    T = `num_targets` (default N): a sampled block's targets are its first T sources, so
+    the self loop of target i is (i, i) in both cases. Edges are deduplicated (an attention
+    softmax counts each neighbour once); with `add_self_loops` existing loops are dropped and
+    one loop per target added. The entries come out sorted row-major, head by head. Values
+    are zeros: the layer sets them.
     """
     n = np.int64(num_nodes)
+    t = n if num_targets is None else np.int64(num_targets)
     source, target = edge_index
     keys = _sorted_unique(target * n + source)  # row = the node that attends (receives)
     if add_self_loops:
-        keys = _sorted_unique(np.concatenate([keys[keys // n != keys % n], np.arange(n) * (n + 1)]))
+        keys = _sorted_unique(np.concatenate([keys[keys // n != keys % n], np.arange(t) * (n + 1)]))
     indices = np.empty((2, heads, len(keys)), dtype=np.int64)
-    offsets = np.arange(heads, dtype=np.int64)[:, None] * n  # (H, 1): head h's block
-    np.add(keys // n, offsets, out=indices[0])
-    np.add(keys % n, offsets, out=indices[1])
+    offsets = np.arange(heads, dtype=np.int64)[:, None]  # (H, 1): head h's block
+    np.add(keys // n, offsets * t, out=indices[0])
+    np.add(keys % n, offsets * n, out=indices[1])
     return SparseTensor(indices.reshape(2, -1), np.zeros(heads * len(keys), dtype=dtype),
-                        (heads * num_nodes, heads * num_nodes))
+                        (heads * int(t), heads * num_nodes))
 
 
 class GATConv(Module):
@@ -105,10 +109,12 @@ class GATConv(Module):
     def _project(self, x: Tensor | SparseTensor) -> Tensor:
         return (x @ self.weight).reshape(x.shape[0], self.heads, self.out_features)  # (N, H, C)
 
-    def _alpha(self, h: Tensor, A: SparseTensor) -> SparseTensor:
-        """α on the block pattern from the projected features h (N, H, C)."""
+    def _alpha(self, h: Tensor, A: SparseTensor, h_dst: Tensor | None = None) -> SparseTensor:
+        """α on the block pattern from the projected features h (N, H, C) of the sources and
+        h_dst (T, H, C) of the targets (default h: every node attends)."""
+        h_dst = h if h_dst is None else h_dst
         score_src = (h * self.att_src).sum(axis=-1).T.reshape(-1)  # (H·N,), entry h·N + j
-        score_dst = (h * self.att_dst).sum(axis=-1).T.reshape(-1)
+        score_dst = (h_dst * self.att_dst).sum(axis=-1).T.reshape(-1)  # (H·T,)
         logits = Gather.apply(score_dst, A.row) + Gather.apply(score_src, A.col)  # (H·E,)
         return row_softmax(A.with_values(logits.leaky_relu(self.negative_slope)))
 
@@ -117,12 +123,18 @@ class GATConv(Module):
         return self._alpha(self._project(x), self.pattern(edge_index, x.shape[0]))
 
     def forward(self, x: Tensor | SparseTensor, edge_index: Any) -> Tensor:
+        return self.attend(x, self.pattern(edge_index, x.shape[0]))
+
+    def attend(self, x: Tensor | SparseTensor, A: SparseTensor) -> Tensor:
+        """The layer on a prebuilt (H·T, H·N) `attention_pattern`; T < N for a sampled block,
+        whose T targets are the first T of the N rows of x. Returns (T, ·)."""
         n, H, C = x.shape[0], self.heads, self.out_features
         h = self._project(x)
-        alpha = self._alpha(h, self.pattern(edge_index, n))
+        t = A.shape[0] // H
+        alpha = self._alpha(h, A, h if t == n else h[:t])
         alpha = sparse_dropout(alpha, self.dropout, self.training, self.rng)
-        out = (alpha @ h.transpose(1, 0, 2).reshape(H * n, C)).reshape(H, n, C)
-        out = out.transpose(1, 0, 2).reshape(n, H * C) if self.concat else out.mean(axis=0)
+        out = (alpha @ h.transpose(1, 0, 2).reshape(H * n, C)).reshape(H, t, C)
+        out = out.transpose(1, 0, 2).reshape(t, H * C) if self.concat else out.mean(axis=0)
         return out + self.bias if self.bias is not None else out
 
     def extra_repr(self) -> str:

@@ -78,12 +78,17 @@ class SAGEConv(Module):
         return mean
 
     def forward(self, x: Tensor | SparseTensor, edge_index: Any) -> Tensor:
-        mean, f = self.mean_adj(edge_index, x.shape[0]), self.out_features
+        return self.aggregate(x, self.mean_adj(edge_index, x.shape[0]))
+
+    def aggregate(self, x: Tensor | SparseTensor, mean: SparseTensor) -> Tensor:
+        """The layer on a prebuilt (T, N) mean operand; T < N for a sampled block, whose T
+        targets are the first T rows of x (their root term is h[:T]). Returns (T, F_out)."""
+        f, t = self.out_features, mean.shape[0]
         if self.weight_root is None:
-            out = mean @ (x @ self.weight_neighbors)  # (N, F_out)
+            out = mean @ (x @ self.weight_neighbors)  # (T, F_out)
         else:  # one pass over the (often sparse, wide) features for both weights
             h = x @ concatenate([self.weight_neighbors, self.weight_root], axis=1)  # (N, 2·F_out)
-            out = mean @ h[:, :f] + h[:, f:]
+            out = mean @ h[:, :f] + (h[:, f:] if t == x.shape[0] else h[:t, f:])
         if self.bias is not None:
             out = out + self.bias
         return l2_normalize(out) if self.normalize else out
