@@ -57,7 +57,7 @@ DATASETS: dict[str, DatasetFacts] = {d.name: d for d in (
     DatasetFacts("synthetic", "graph", "generated",
                  "stochastic block model, generated from a seed (any size)", maker="sbm"),
     DatasetFacts("csv", "graph", "files",
-                 "your own graph: edge list, features, labels and split files (dataset.edges, ...)"),
+                 "your own graph: edge list, features, labels, split files (dataset.edges...)"),
     DatasetFacts("moons", "points", "generated", "two interleaving half circles (2-D points)",
                  maker="make_moons", num_classes=2),
     DatasetFacts("circles", "points", "generated", "a circle inside a circle (2-D points)",

@@ -1,8 +1,8 @@
 """Run configuration: YAML sections become frozen, validated dataclasses, built once.
 
 A config file has up to seven sections (``dataset``, ``model``, ``optim``, ``train``,
-``sparse``, ``sampler``, ``monitor``); every key has a default except ``dataset.name``. The schema is
-the dataclasses below: each field's annotation gives its type (``Literal`` for a choice,
+``sparse``, ``sampler``, ``monitor``); every key has a default except ``dataset.name``. The
+schema is the dataclasses below: each field's annotation gives its type (``Literal`` for a choice,
 ``X | None`` when null is allowed, ``tuple[float, float]`` for a pair) and its metadata
 gives its range, so one table drives every check. Errors are ``ConfigError`` with one
 line ``<file>:<line>: <section.key> <problem>`` (or ``--set section.key=value: ...`` for
@@ -142,7 +142,7 @@ class SamplerConfig:
 
     fanouts: tuple[int, ...] = _num((25, 10), ge=-1)
     max_batch_nnz: int | None = _num(None, ge=1)
-    eval_chunk_size: int = _num(65536, ge=1)
+    eval_chunk_size: int = _num(8192, ge=1)
 
 
 @dataclass(frozen=True)
@@ -356,7 +356,15 @@ def _check_combination(config: Config, where: Where) -> None:
     if any(k == 0 or k < -1 for k in fanouts):
         raise ConfigError(f"{where(('sampler', 'fanouts'))}: sampler.fanouts entries must be "
                           f">= 1 or -1 (all neighbours), got {list(fanouts)}")
-    sampled = train.batch_size is not None and model.kind not in graphless
+    sampled = train.batch_size is not None and not is_points(data.name)
+    if sampled and model.kind in graphless:
+        raise ConfigError(f"{where(('train', 'batch_size'))}: train.batch_size on a graph "
+                          f"samples neighbourhoods for a graph model; model.kind "
+                          f"{model.kind!r} reads no graph (set batch_size: null)")
+    if sampled and (model.learn_edge_weight or model.keyed_dropout):
+        key = "learn_edge_weight" if model.learn_edge_weight else "keyed_dropout"
+        raise ConfigError(f"{where(('model', key))}: model.{key} is for full-batch graph "
+                          f"training, not sampled mini-batches (train.batch_size)")
     if sampled and len(fanouts) != model.layers:
         raise ConfigError(f"{where(('sampler', 'fanouts'))}: sampler.fanouts needs one entry per "
                           f"layer ({model.layers}), got {list(fanouts)}")
@@ -446,4 +454,6 @@ def _files_from(config: Config, folder: Path) -> Config:
     ds = config.dataset
     files = {key: str((folder / getattr(ds, key)).resolve()) for key in FILE_KEYS
              if getattr(ds, key) is not None}
-    return dataclasses.replace(config, dataset=dataclasses.replace(ds, **files)) if files else config
+    if not files:
+        return config
+    return dataclasses.replace(config, dataset=dataclasses.replace(ds, **files))

@@ -102,8 +102,12 @@ def pca_2d(h: np.ndarray) -> np.ndarray:
 
 
 def _draw_embedding(ax: Any, task: Any, run: RunResult) -> None:
-    model = task.restore(run.state)
-    points = pca_2d(task.embedding(model))
+    hidden = task.embedding(task.restore(run.state))
+    if hidden is None:  # a sampled run: no whole-graph forward to read the hidden layer from
+        ax.text(0.5, 0.5, "no embedding picture for a sampled run", ha="center")
+        ax.set_axis_off()
+        return
+    points = pca_2d(hidden)
     labelled = task.y >= 0
     for c in range(task.num_classes):
         mask = labelled & (task.y == c)

@@ -14,9 +14,10 @@ from mgsparse.cli.render import err_console, warn
 # Short headers so the table fits an 80-column terminal; the caption spells them out.
 COLUMNS = ("run", "epoch", "loss", "train", "val", "v.loss", "‖g‖", "Â nnz", "X nnz",
            "MB", "peak", "ms")
-CAPTION = ("train/val: accuracy · v.loss: validation loss · ‖g‖: gradient norm before clipping · Â/X nnz: stored entries of "
-           "the adjacency/features over rows·cols · MB: held by the run (operands, parameters, "
-           "optimizer state) · peak: MB + the epoch's traced peak · ms: epoch time")
+CAPTION = ("train/val: accuracy · v.loss: validation loss · ‖g‖: gradient norm before "
+           "clipping · Â/X nnz: stored entries of the adjacency/features over rows·cols · MB: "
+           "held by the run (operands, parameters, optimizer state) · peak: MB + the epoch's "
+           "traced peak · ms: epoch time")
 MAX_ROWS = 20  # older rows scroll away; the summary keeps what matters
 
 
@@ -31,6 +32,7 @@ class TrainDisplay:
         self.ratios = tuple(f"{densities[k]:.2%}" if k in densities else "-"
                             for k in ("adjacency", "features"))
         self.rows: list[tuple[str, ...]] = []
+        self.sampling = ""  # sampled runs: batches, mean block nnz and nodes of the last epoch
         self.progress = Progress(TextColumn("[bold]training"), BarColumn(), MofNCompleteColumn(),
                                  TextColumn("epochs"), TimeRemainingColumn(), console=err_console)
         self.task = self.progress.add_task("train", total=self.total)
@@ -60,7 +62,10 @@ class TrainDisplay:
             table.add_column(col, justify="right", no_wrap=True)
         for row in self.rows[-MAX_ROWS:]:
             table.add_row(*row[skip:])
-        return Group(table, Text(CAPTION, style="dim"), self.progress)
+        parts = [table, Text(CAPTION, style="dim")]
+        if self.sampling:
+            parts.append(Text(self.sampling))
+        return Group(*parts, self.progress)
 
     def on_epoch(self, run_index: int, row, stats, alarms: list[str]) -> None:
         if not self.enabled:
@@ -72,6 +77,10 @@ class TrainDisplay:
         if row.epoch == 1 or row.epoch % self.log_every == 0 or alarms:
             mem = tuple("-" if v is None else f"{v:.1f}"
                         for v in (stats.mem_held_mb, stats.mem_peak_mb))
+            if stats.block_nnz is not None:
+                self.sampling = (f"epoch {row.epoch}: {stats.batches} batches, mean block nnz "
+                                 f"{stats.block_nnz:,.0f}, mean sampled nodes "
+                                 f"{stats.sampled_nodes:,.0f}")
             self.rows.append((str(run_index), str(row.epoch), f"{row.loss:.4f}",
                               f"{row.train_acc:.1%}", f"{row.val_acc:.1%}", f"{row.val_loss:.4f}",
                               f"{row.grad_norm:.3f}", *self.ratios, *mem, f"{stats.epoch_ms:.1f}"))

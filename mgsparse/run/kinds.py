@@ -27,8 +27,11 @@ def make_task(config: Config, progress: Progress | None = None,
     budget = budget_bytes(config.monitor)
     if is_points(config.dataset.name):
         task: Task = PointTask(config)
+    elif config.train.batch_size is not None:  # a graph model on sampled mini-batches
+        from mgsparse.run.sampled_task import SampledGraphTask
+
+        task = SampledGraphTask(config, load_graph(config.dataset, progress), budget=budget)
     else:
-        graph = load_graph(config.dataset, progress)
-        task = GraphTask(config, graph, budget=budget)
+        task = GraphTask(config, load_graph(config.dataset, progress), budget=budget)
     task.budget_events = fit_within_budget(task, config, budget)
     return task

@@ -54,6 +54,9 @@ class EpochStats:
     epoch_ms: float
     mem_held_mb: float | None
     mem_peak_mb: float | None
+    batches: int = 1  # steps in the epoch; sampled runs: and their blocks' mean size
+    block_nnz: float | None = None
+    sampled_nodes: float | None = None
 
 
 @dataclass
@@ -202,7 +205,8 @@ def _epochs(config: Config, task: Task, model: Module, optimizer: Optimizer, run
                       if traced else (None, None))
         row = EpochRow(epoch, loss, scores.val_loss, scores.train_acc, scores.val_acc,
                        scores.test_acc, grad_norm)
-        stats = EpochStats(epoch, (t1 - t0) * 1e3, (time.perf_counter() - t0) * 1e3, held, peak)
+        stats = EpochStats(epoch, (t1 - t0) * 1e3, (time.perf_counter() - t0) * 1e3, held, peak,
+                           **task.epoch_figures())
         alarms = _alarms(config, grad_norm)
         event = check_epoch(task, epoch, peak, budget) if traced else None
         if event is not None:

@@ -78,6 +78,11 @@ class Task(ABC):
     # loop asks these two, whose defaults are a single process under the config's budget.
     reduce_gradients: Callable[[list, float], float] | None = None
 
+    def epoch_figures(self) -> dict[str, float]:
+        """What the last epoch's batches were like (sampled runs: batches, mean block nnz and
+        sampled nodes), for the live table and epochs.csv; nothing for other tasks."""
+        return {}
+
     def memory_budget(self) -> int | None:
         """Bytes the 80% rule of `mgsparse.run.budget` holds each traced epoch to."""
         from mgsparse.run.budget import budget_bytes

@@ -1,0 +1,75 @@
+"""Mini-batch graph training with neighbour sampling (`SampledGraphTask`).
+
+Each step takes `train.batch_size` training nodes (fewer when `sampler.max_batch_nnz` cuts a
+batch), samples up to `sampler.fanouts[l]` in-neighbours per node for each layer (input layer
+first, GraphSAGE's S1, S2), and runs the model's layers on the sampled bipartite blocks, so a
+step's memory follows the batch, not the graph. Validation and test scores come from exact
+layer-wise inference over the whole graph (chunks of `sampler.eval_chunk_size` rows), so they
+do not depend on sampling. The run's own generator draws the batch order and the samples:
+the same seed gives bitwise the same batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from mgsparse.config import Config
+from mgsparse.data import Graph
+from mgsparse.data.sampler import NeighborLoader, NeighborSampler, SampledBatch
+from mgsparse.engine import Tensor
+from mgsparse.nn import functional as F
+from mgsparse.nn.block import forward_blocks, gather_rows, layerwise_inference
+from mgsparse.nn.module import Module
+from mgsparse.run.graph_task import GraphTask
+from mgsparse.run.task import Batch
+
+
+class SampledGraphTask(GraphTask):
+    """A `GraphTask` whose epoch is a pass of sampled mini-batches over the training nodes."""
+
+    def __init__(self, config: Config, graph: Graph, dtype: Any = np.float32,
+                 budget: int | None = None):
+        super().__init__(config, graph, dtype, budget)
+        s = config.sampler
+        self.sampler = NeighborSampler(self.edge_index, graph.num_nodes, s.fanouts)
+        self.loader = NeighborLoader(self.sampler, self.train_idx, config.train.batch_size,
+                                     shuffle=True, max_batch_nnz=s.max_batch_nnz)
+        self._figures = np.zeros(3)  # batches, block entries, sampled nodes of the last epoch
+
+    def _graph_operand(self, num_nodes: int, threshold: float, dtype: Any) -> Any:
+        """No whole-graph operand: every batch builds its blocks' own (Â rows, means, ...)."""
+        self.densities["adjacency"] = self.edge_index.shape[1] / max(num_nodes, 1) ** 2
+        fanouts, size = list(self.config.sampler.fanouts), self.config.train.batch_size
+        self.placement["adjacency"] = f"sampled blocks, fanouts {fanouts}, {size} targets a batch"
+        return None
+
+    def batches(self, model: Module, shuffle: np.random.Generator) -> Iterator[Batch]:
+        self._figures[:] = 0
+        for batch in self.loader.epoch(shuffle):  # one batch's blocks alive at a time
+            self._figures += (1, batch.nnz, batch.num_nodes)
+            yield lambda b=batch: self._loss(model, b)
+
+    def _loss(self, model: Module, batch: SampledBatch) -> tuple[Tensor, int]:
+        x = gather_rows(self.features, batch.n_id)
+        logits = forward_blocks(model, x, batch.blocks)  # (batch targets, classes)
+        return F.cross_entropy(logits, self.y[batch.seeds]), len(batch.seeds)
+
+    def logits(self, model: Module) -> Tensor:
+        return layerwise_inference(model, self.features, self.sampler,
+                                   self.config.sampler.eval_chunk_size)
+
+    def epoch_figures(self) -> dict[str, float]:
+        """Batches of the last epoch, their mean block entries and mean sampled nodes."""
+        count, nnz, nodes = self._figures
+        if not count:
+            return {}
+        return {"batches": int(count), "block_nnz": nnz / count, "sampled_nodes": nodes / count}
+
+    def embedding(self, model: Module) -> None:
+        return None  # the hidden layer of a sampled run is not drawn (layer-wise only)
+
+    def operands(self) -> dict[str, Any]:
+        return {"features": self.features}
