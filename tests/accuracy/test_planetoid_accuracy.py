@@ -19,18 +19,18 @@ from tests.conftest import CONFIGS
 pytestmark = pytest.mark.slow
 
 
-def one_seed(config_name: str, seed: int) -> tuple[int, str, float]:
+def one_seed(config_name: str, seed: int, sets: tuple = ()) -> tuple[int, str, float]:
     """(seed, status, test accuracy) of one run, as run `seed` of `mgsparse train --runs`."""
-    config = load_config(CONFIGS / config_name, [f"train.seed={seed}", "train.runs=1",
+    config = load_config(CONFIGS / config_name, [*sets, f"train.seed={seed}", "train.runs=1",
                                                  "monitor.memory=false"])
     (run,) = fit(config, make_task(config)).runs
     return run.seed, run.status, run.test_acc
 
 
-def mean_test_accuracy(config_name: str, runs: int) -> float:
-    make_task(load_config(CONFIGS / config_name))  # download once, before the workers fork
+def mean_test_accuracy(config_name: str, runs: int, sets: tuple = ()) -> float:
+    make_task(load_config(CONFIGS / config_name, list(sets)))  # download once, before forking
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
-        done = list(pool.map(one_seed, [config_name] * runs, range(runs)))
+        done = list(pool.map(one_seed, [config_name] * runs, range(runs), [sets] * runs))
     assert [seed for seed, _, _ in done] == list(range(runs))
     assert all(status in ("completed", "early_stopped") for _, status, _ in done), done
     return float(np.mean([acc for _, _, acc in done]))
@@ -64,3 +64,14 @@ def test_one_seed_is_the_run_of_that_seed_in_a_series(mirror_env):
                                                     "monitor.memory=false"])
         (run,) = fit(alone, make_task(alone)).runs
         assert run.rows == series[seed].rows and run.test_acc == series[seed].test_acc
+
+
+def test_sampled_graphsage_on_cora_over_ten_seeds(mirror_env):
+    """Neighbour-sampled mini-batches (fanouts [25, 10], batch 64), exact evaluation."""
+    assert mean_test_accuracy("cora-sage-sampled.yaml", runs=10) >= 0.79
+
+
+def test_sampled_gcn_on_cora_over_ten_seeds(mirror_env):
+    """Kipf's recipe on sampled blocks (fanouts [25, 10], batch 64)."""
+    sets = ("train.batch_size=64", "sampler.fanouts=[25, 10]")
+    assert mean_test_accuracy("cora.yaml", runs=10, sets=sets) >= 0.78
