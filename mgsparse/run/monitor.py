@@ -3,8 +3,8 @@
 A run's memory is counted in two parts, so that neither is missed nor counted twice:
 
 - *held*: the bytes every epoch keeps alive — the operands with the views they cache (CSR,
-  transposes), the parameters, their gradients and the optimizer state — summed from the
-  arrays themselves (cheap, exact, no tracing);
+  transposes), the parameters, their gradients, the model's reused buffers and the optimizer
+  state — summed from the arrays themselves (cheap, exact, no tracing);
 - *transient*: what an epoch allocates above that, tracemalloc's peak over the epoch.
 
 tracemalloc slows every allocation, so it runs only during sampled epochs: the first
@@ -75,9 +75,10 @@ def _children(obj: Any) -> Iterable[Any]:
 
 def run_nbytes(operands: Iterable[Any], model: Any, optimizer: Any) -> int:
     """What a run holds between steps: operands and their views, parameters with their
-    gradients, optimizer state."""
+    gradients, the buffers the model reuses from step to step, optimizer state."""
     params = [(p.data, p.grad) for p in model.parameters()]
-    return held_nbytes(*operands, params, getattr(optimizer, "state", None))
+    return held_nbytes(*operands, params, getattr(model, "buffers", None),
+                       getattr(optimizer, "state", None))
 
 
 # ---------------------------------------------------------------- sampled tracing
