@@ -193,18 +193,15 @@ def accuracy(logits_or_pred: Any, target: Any, mask: Any = None) -> float:
     """
     scores = np.asarray(logits_or_pred.data if isinstance(logits_or_pred, Tensor)
                         else logits_or_pred)
-    if scores.ndim == 2:
-        pred = scores.argmax(axis=1)
-    elif scores.ndim == 1:
-        pred = scores
-    else:
+    if scores.ndim not in (1, 2):
         raise ShapeError(f"accuracy: expects (N, C) scores or (N,) labels, got {scores.shape}")
     t = np.asarray(target.data if isinstance(target, Tensor) else target)
-    if t.shape != pred.shape:
-        raise ShapeError(f"accuracy: target of shape {t.shape} for {pred.shape[0]} rows")
-    rows = _rows(mask, pred.shape[0], "accuracy")
-    if rows is not None:
-        pred, t = pred[rows], t[rows]
-    if pred.size == 0:
+    if t.shape != scores.shape[:1]:
+        raise ShapeError(f"accuracy: target of shape {t.shape} for {scores.shape[0]} rows")
+    rows = _rows(mask, scores.shape[0], "accuracy")
+    if rows is not None:  # the masked rows first: argmax over them only
+        scores, t = scores[rows], t[rows]
+    if t.size == 0:
         raise ShapeError("accuracy: no rows")
+    pred = scores.argmax(axis=1) if scores.ndim == 2 else scores
     return float(np.mean(pred == t))
