@@ -3,10 +3,15 @@ registered, and `python -m mgsparse` (each command has its own tests)."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 
+import pytest
+
 import mgsparse
+from tests.conftest import CONFIGS, one_line_error
 
 
 def test_version_prints_the_package_version(cli):
@@ -38,3 +43,44 @@ def test_python_dash_m_runs_the_same_entry_point():
                           check=False, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"mgsparse {mgsparse.__version__}"
+
+
+# ---------------------------------------------------------------- streams and terminals
+
+
+def run_cli(*args, env=None, stdout=subprocess.PIPE, cwd=None):
+    environment = {**os.environ, "MGSPARSE_DATA": str(cwd or "."), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "mgsparse", *map(str, args)], env=environment,
+                          stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120, cwd=cwd)
+
+
+def test_columns_zero_still_prints_the_json_summary(tmp_path):
+    done = run_cli("train", CONFIGS / "karate.yaml", "--epochs", 3, "--json",
+                   env={"COLUMNS": "0"}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "ok"
+
+
+@pytest.mark.parametrize("command", [("gradcheck", "--op", "spmm"),
+                                     ("train", CONFIGS / "karate.yaml", "--epochs", 3)])
+def test_an_ascii_terminal_gets_question_marks_not_a_traceback(tmp_path, command):
+    done = run_cli(*command, env={"PYTHONIOENCODING": "ascii"}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "?" in done.stdout + done.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+def test_a_full_device_on_stdout_is_one_line_and_exit_1(tmp_path):
+    with open("/dev/full", "w") as full:
+        done = run_cli("gradcheck", "--op", "spmm", stdout=full, cwd=tmp_path)
+    assert done.returncode == 1
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines == ["error: cannot write the output: No space left on device"], done.stderr
+
+
+def test_a_negative_seed_is_a_usage_error_everywhere(cli):
+    one_line_error(cli("train", CONFIGS / "karate.yaml", "--set", "train.seed=-1"), 2,
+                   "train.seed must be >= 0 (got -1)")
+    result = cli("gradcheck", "--seed", "-1")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "FAIL" not in result.output

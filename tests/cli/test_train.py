@@ -108,6 +108,45 @@ def test_evaluate_without_a_run_folder_fails_cleanly(cli, tmp_path):
     one_line_error(cli("evaluate", tmp_path), 1, "metrics.json")
 
 
+@pytest.fixture
+def finished_run(cli, tmp_path):
+    out = tmp_path / "run"
+    assert cli("train", KARATE, "--out", out, "--epochs", "5", "--quiet").exit_code == 0
+    return out
+
+
+@pytest.mark.parametrize("damage, name, needle", [
+    (lambda p: p.write_bytes(p.read_bytes()[:40]), "params_run0.npz", "is damaged"),
+    (lambda p: p.write_bytes(b""), "params_run0.npz", "is damaged"),
+    (lambda p: p.unlink(), "params_run0.npz", "not found"),
+    (lambda p: p.write_text(p.read_text()[:100]), "metrics.json", "not valid JSON"),
+    (lambda p: p.write_text("[1, 2]"), "metrics.json", "top level is not a mapping"),
+    (lambda p: p.write_text(p.read_text().replace('"config"', '"konfig"')), "metrics.json",
+     "no 'config' mapping"),
+    (lambda p: p.write_text(p.read_text().replace('"hidden": 4', '"hidden": "four"')),
+     "metrics.json", "model.hidden must be an integer"),
+    (lambda p: p.write_text(p.read_text().replace('"params_run0.npz"', '"../x.npz"')),
+     "metrics.json", "outside the run folder"),
+])
+def test_a_damaged_run_folder_is_one_line_naming_the_file(cli, finished_run, damage, name,
+                                                          needle):
+    damage(finished_run / name)
+    one_line_error(cli("evaluate", finished_run), 1, name, needle)
+
+
+def test_a_run_folder_that_cannot_be_written_at_the_end_still_prints_the_summary(cli, tmp_path):
+    """The folder passes the check before training, but metrics.json cannot be replaced
+    (a folder stands in its place): the summary is printed, then one line, exit 1."""
+    out = tmp_path / "run"
+    (out / "metrics.json").mkdir(parents=True)
+    result = cli("train", KARATE, "--out", out, "--epochs", "3", "--quiet")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "test accuracy" in result.stdout  # the summary came first
+    last = [line for line in result.output.splitlines() if line.strip()][-1]
+    assert last.startswith("error: cannot write") and "metrics.json" in last
+    assert "not saved" in last
+
+
 def test_diverged_run_exits_1(cli, tmp_path):
     result = cli("train", KARATE, "--epochs", "5", "--quiet", "--set", "optim.lr=1e30",
                  "--set", "train.grad_clip_norm=null", "--set", "optim.name=sgd",
