@@ -25,6 +25,7 @@ class DatasetFacts:
     paper_accuracy: dict[str, float] = field(default_factory=dict)  # model kind -> test acc
     maker: str = ""  # generated data: the function of mgsparse.data.synthetic that makes it
     num_classes: int | None = None  # None: read from the config (synthetic, blobs)
+    title: str = ""  # the dataset's own spelling (Planetoid's cache folders are named by it)
 
 
 @dataclass(frozen=True)
@@ -39,13 +40,13 @@ class ModelFacts:
 DATASETS: dict[str, DatasetFacts] = {d.name: d for d in (
     DatasetFacts("cora", "graph", "planetoid",
                  "citation graph: 2,708 nodes, 10,556 edges, 1,433 features, 7 classes",
-                 {"gcn": 0.815, "gat": 0.830}),
+                 {"gcn": 0.815, "gat": 0.830}, title="Cora"),
     DatasetFacts("citeseer", "graph", "planetoid",
                  "citation graph: 3,327 nodes, 9,104 edges, 3,703 features, 6 classes",
-                 {"gcn": 0.703, "gat": 0.725}),
+                 {"gcn": 0.703, "gat": 0.725}, title="CiteSeer"),
     DatasetFacts("pubmed", "graph", "planetoid",
                  "citation graph: 19,717 nodes, 88,648 edges, 500 features, 3 classes",
-                 {"gcn": 0.790, "gat": 0.790}),
+                 {"gcn": 0.790, "gat": 0.790}, title="PubMed"),
     DatasetFacts("ogbn-arxiv", "graph", "ogb",
                  "citation graph (OGB): 169,343 nodes, 1,166,243 directed edges, 128 features, "
                  "40 classes, time split", {"gcn": 0.7174}),

@@ -81,7 +81,7 @@ class DatasetConfig:
 class ModelConfig:
     """Architecture: passed to the model constructors as plain arguments."""
 
-    kind: Literal[MODEL_KINDS] = "gcn"
+    kind: Literal[MODEL_KINDS] = MODEL_KINDS[0]  # the catalog's first: a GCN
     hidden: int = _num(16, ge=1)
     layers: int = _num(2, ge=1)
     dropout: float = _num(0.5, ge=0, lt=1)

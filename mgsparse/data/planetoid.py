@@ -29,6 +29,7 @@ import hashlib
 import os
 from pathlib import Path
 
+from mgsparse.catalog import DATASETS, PLANETOID_DATASETS
 from mgsparse.data.cache import load_graph, save_graph
 from mgsparse.data.download import Progress, fetch, is_remote, local_path
 from mgsparse.data.graph import Graph
@@ -36,7 +37,7 @@ from mgsparse.data.planetoid_io import FILE_KEYS, read_planetoid
 from mgsparse.data.transforms import SPLITS, apply_normalize, apply_split
 from mgsparse.errors import ConfigError, DataError, DownloadError
 
-NAMES = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}
+NAMES = {name: DATASETS[name].title for name in PLANETOID_DATASETS}  # cache folder names
 DEFAULT_URL = "https://github.com/kimiyoung/planetoid/raw/master/data/"
 URL_ENV = "MGSPARSE_PLANETOID_URL"
 ROOT_ENV = "MGSPARSE_DATA"

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from mgsparse.catalog import MODELS
 from mgsparse.config import Config
 from mgsparse.distributed.comm import Comm
 from mgsparse.distributed.train import (
@@ -37,9 +38,9 @@ from mgsparse.sparse import set_num_threads
 class DistributedGraphTask(Task):
     def __init__(self, config: Config, partitions: str | Path, comm: Comm):
         m = config.model
-        if m.kind != "gcn" or m.learn_edge_weight:
-            raise ConfigError("partitioned training supports model.kind gcn without "
-                              "learn_edge_weight")
+        if MODELS[m.kind].operand != "norm_adj" or m.learn_edge_weight:  # a GCN
+            raise ConfigError(f"partitioned training runs a model on Â without learned edge "
+                              f"weights (a GCN), not model.kind {m.kind!r}")
         self.config, self.comm = config, comm
         self.problem = load_problem(partitions, comm, config.sparse.sparsity_threshold)
         self.name = config.dataset.name
