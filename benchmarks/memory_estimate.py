@@ -35,7 +35,7 @@ def measured_peak(task, config) -> float:
     for _ in range(2):
         train_epoch(model, optimizer, task.batches(model, shuffle), clip)
     memory = EpochMemory(True, 1)
-    memory.begin(1)
+    memory.start()
     train_epoch(model, optimizer, task.batches(model, shuffle), clip)
     return memory.end(run_nbytes(task.operands().values(), model, optimizer))[1]
 

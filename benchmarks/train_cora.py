@@ -31,7 +31,7 @@ def mean_epoch_ms(config_path: Path, memory: bool, epochs: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=5, help="alternating on/off run pairs")
-    parser.add_argument("--epochs", type=int, default=100)
+    parser.add_argument("--epochs", type=int, default=200)
     args = parser.parse_args()
     print(f"{'config':<16}{'off ms':>10}{'on ms':>10}{'on/off':>9}   (mean epoch, median over "
           f"{args.pairs} alternating run pairs of {args.epochs} epochs; GAT: a fifth)")

@@ -74,7 +74,8 @@ class TrainDisplay:
         self.progress.update(self.task, completed=self.done)
         for alarm in alarms:
             warn(f"run {run_index} epoch {row.epoch}: {alarm}")
-        if row.epoch == 1 or row.epoch % self.log_every == 0 or alarms:
+        traced = stats.mem_peak_mb is not None
+        if row.epoch == 1 or row.epoch % self.log_every == 0 or alarms or traced:
             mem = tuple("-" if v is None else f"{v:.1f}"
                         for v in (stats.mem_held_mb, stats.mem_peak_mb))
             if stats.block_nnz is not None:

@@ -7,9 +7,12 @@ A run's memory is counted in two parts, so that neither is missed nor counted tw
   state — summed from the arrays themselves (cheap, exact, no tracing);
 - *transient*: what an epoch allocates above that, tracemalloc's peak over the epoch.
 
-tracemalloc slows every allocation, so it runs only during sampled epochs: the first
-`FIRST_TRACED` and every `log_every`-th. The reported figure of a sampled epoch is held +
-transient; the budget rule (`mgsparse.run.budget`) sees every one of them.
+tracemalloc slows every allocation (a traced Cora epoch takes about twice as long), so it runs
+only during sampled epochs: epoch `TRACED_FIRST` (the first in steady state: epoch 1 builds
+the caches and optimizer state, which then count as held) and every `TRACE_EVERY`·log_every-th,
+about one epoch in twenty by default. The reported figure of a sampled epoch is held +
+transient; the budget rule (`mgsparse.run.budget`) sees every one of them; the estimate
+before training covers the first step.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from mgsparse.engine.tensor import graph_contexts
 from mgsparse.sparse import SparseTensor
 
 MB = 1024 * 1024
-FIRST_TRACED = 3  # the first epochs build caches and optimizer state: always traced
+TRACED_FIRST = 2  # the first epoch in steady state
+TRACE_EVERY = 2  # then every (TRACE_EVERY · log_every)-th epoch: a table row in two
 
 
 def finite(x: float | np.ndarray) -> bool:
@@ -93,19 +97,23 @@ class EpochMemory:
         self._owner = False
 
     def sampled(self, epoch: int) -> bool:
-        return self.enabled and (epoch <= FIRST_TRACED or epoch % self.log_every == 0)
+        every = TRACE_EVERY * self.log_every
+        return self.enabled and (epoch == TRACED_FIRST or epoch % every == 0)
 
     def begin(self, epoch: int) -> bool:
-        """Start tracing if `epoch` is sampled (or reset the peak of a tracer someone else
-        started). Returns whether this epoch is traced."""
+        """Start tracing if `epoch` is sampled. Returns whether this epoch is traced."""
         if not self.sampled(epoch):
             return False
+        self.start()
+        return True
+
+    def start(self) -> None:
+        """Trace from now on (or reset the peak of a tracer someone else started)."""
         self._owner = not tracemalloc.is_tracing()
         if self._owner:
             tracemalloc.start()
         self._start = tracemalloc.get_traced_memory()[0]
         tracemalloc.reset_peak()
-        return True
 
     def end(self, held_bytes: int) -> tuple[float, float]:
         """(held MB, held + transient peak MB) of the traced epoch; tracing stops."""
@@ -170,7 +178,7 @@ def trace_step(model, optimizer, loss_fn: Callable[[], Tensor], operands: dict[s
     from the graph before backward frees it), parameters, optimizer state and the step's peak,
     counted as every epoch of a run is (held + transient)."""
     tracer = EpochMemory(True, 1)
-    tracer.begin(1)
+    tracer.start()
     model.train()
     loss = loss_fn()
     saved = saved_bytes_by_op(loss)

@@ -12,8 +12,9 @@ from mgsparse.nn import functional as F
 from mgsparse.optim import Adam
 from mgsparse.run.build import build_model
 from mgsparse.run.monitor import (
-    FIRST_TRACED,
     MB,
+    TRACE_EVERY,
+    TRACED_FIRST,
     EpochMemory,
     MemoryReport,
     finite,
@@ -89,16 +90,17 @@ def test_held_bytes_count_each_buffer_once_however_many_views_share_it():
     assert held_nbytes(None, "text", 3) == 0
 
 
-def test_sampled_epochs_are_the_first_ones_and_every_log_every_th():
+def test_sampled_epochs_are_the_first_steady_one_and_one_table_row_in_two():
     tracer = EpochMemory(True, log_every=10)
-    sampled = [e for e in range(1, 41) if tracer.sampled(e)]
-    assert sampled == [*range(1, FIRST_TRACED + 1), 10, 20, 30, 40]
+    sampled = [e for e in range(1, 81) if tracer.sampled(e)]
+    assert sampled == [TRACED_FIRST, 20, 40, 60, 80]
+    assert TRACE_EVERY * 10 == 20
     assert not any(EpochMemory(False, 1).sampled(e) for e in range(1, 5))
 
 
 def test_a_sampled_epoch_reports_held_plus_its_transient_peak():
     tracer = EpochMemory(True, log_every=10)
-    assert tracer.begin(1)
+    assert tracer.begin(TRACED_FIRST)
     scratch = np.ones(2**20, np.uint8)  # 1 MB allocated and freed during the epoch
     del scratch
     held, peak = tracer.end(3 * MB)
