@@ -14,6 +14,7 @@ import pytest
 
 from mgsparse.bench import sweep
 from mgsparse.bench.dense_vs_sparse import RepresentationResult
+from mgsparse.config import load_config
 from mgsparse.errors import ConfigError, MgsparseError
 from mgsparse.plots import (
     INSTALL_HINT,
@@ -26,7 +27,7 @@ from mgsparse.plots import (
 )
 from mgsparse.run import fit, make_task
 from mgsparse.run.loop import EpochRow, RunResult
-from tests.conftest import make_config, moons_config
+from tests.conftest import CONFIGS, make_config, moons_config
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -160,3 +161,27 @@ def test_importing_plots_does_not_import_matplotlib():
                           check=False, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == []
+
+
+def png_size(path) -> tuple[int, int]:
+    """(width, height) from a PNG's IHDR chunk."""
+    header = path.read_bytes()[:24]
+    assert header[:8] == PNG and header[12:16] == b"IHDR"
+    return int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big")
+
+
+def test_cora_pictures_are_curves_and_the_embedding_of_every_node(tmp_path, mirror_env):
+    """`mgsparse train configs/cora.yaml --plot`: a 15 × 4.5 inch PNG at 110 dpi, drawn from
+    the runs' rows and from the hidden layer of every one of Cora's 2,708 nodes."""
+    config = load_config(CONFIGS / "cora.yaml", ["train.epochs=5", "train.runs=2"])
+    task = make_task(config)
+    result = fit(config, task)
+    path = save_training_plot(result, task, tmp_path / "cora.png")
+    assert png_size(path) == (1650, 495)
+    hidden = task.embedding(task.restore(result.runs[0].state))
+    assert hidden.shape == (2708, config.model.hidden)
+    epochs, mean, std = curve_band(result.runs, "val_loss")
+    rows = np.array([[row.val_loss for row in run.rows] for run in result.runs])
+    np.testing.assert_allclose(mean, rows.mean(axis=0))
+    np.testing.assert_allclose(std, rows.std(axis=0))
+    assert list(epochs) == [1, 2, 3, 4, 5]

@@ -7,29 +7,27 @@ import json
 
 import pytest
 from rich.console import Console
-from typer.testing import CliRunner
 
 from mgsparse.checks import CASES, DENSE, FINITE_DIFFERENCES, KNOWN_OPS, SCALAR, SHAPES, SIZES
 from mgsparse.checks.case import is_empty
-from mgsparse.cli import app
 from mgsparse.cli import gradcheck as command
 from mgsparse.cli.render import DelayedBar
 from mgsparse.engine import ops
 from mgsparse.sparse.ops import SpMM
-from tests.cli.helpers import one_line_error
-
-runner = CliRunner()
+from tests.conftest import one_line_error
 
 ROW_KEYS = {"op", "input_shapes", "nnz", "max_abs_err", "max_rel_err", "oracle", "verdict",
             "detail"}
 
 
-def run(*args: str):
-    return runner.invoke(app, ["gradcheck", *map(str, args)])
+@pytest.fixture
+def run(cli):
+    """`mgsparse gradcheck ARGS` through the suite's one CLI fixture."""
+    return lambda *args: cli("gradcheck", *args)
 
 
 @pytest.mark.parametrize("size", list(SIZES))
-def test_every_size_passes_and_lists_every_op(tmp_path, size):
+def test_every_size_passes_and_lists_every_op(run, tmp_path, size):
     path = tmp_path / f"{size}.json"
     result = run("--size", size, "--json", path)
     assert result.exit_code == 0, result.output
@@ -47,7 +45,7 @@ def test_every_size_passes_and_lists_every_op(tmp_path, size):
     assert "FAIL" not in result.output
 
 
-def test_spmm_json_has_the_expected_schema(tmp_path):
+def test_spmm_json_has_the_expected_schema(run, tmp_path):
     path = tmp_path / "out.json"
     result = run("--op", "spmm", "--json", path)
     assert result.exit_code == 0, result.output
@@ -64,7 +62,7 @@ def test_spmm_json_has_the_expected_schema(tmp_path):
         assert 0 <= r["max_abs_err"] < 1e-7 and 0 <= r["max_rel_err"] < 1e-7
 
 
-def test_a_shapes_only_row_shows_no_error(tmp_path):
+def test_a_shapes_only_row_shows_no_error(run, tmp_path):
     path = tmp_path / "empty.json"
     result = run("--op", "sparse.sum_rows", "--size", "empty", "--json", path)
     assert result.exit_code == 0, result.output
@@ -74,7 +72,7 @@ def test_a_shapes_only_row_shows_no_error(tmp_path):
     assert line.split()[-5:] == ["-", "-", "shapes", "only", "PASS"]
 
 
-def test_a_broken_sparse_backward_exits_1_with_a_fail_row(monkeypatch, tmp_path):
+def test_a_broken_sparse_backward_exits_1_with_a_fail_row(run, monkeypatch, tmp_path):
     original = SpMM.vjp
 
     def wrong(ctx, g):  # a wrong value, not an exception: no scalar fallback kicks in
@@ -93,7 +91,7 @@ def test_a_broken_sparse_backward_exits_1_with_a_fail_row(monkeypatch, tmp_path)
     assert result.output.count("FAIL") == 3
 
 
-def test_a_broken_dense_backward_exits_1(monkeypatch):
+def test_a_broken_dense_backward_exits_1(run, monkeypatch):
     def wrong(ctx, g):
         a, b = ctx.saved_tensors
         return ops.unbroadcast(g * a, a.shape), ops.unbroadcast(g * a, b.shape)  # da uses a
@@ -106,7 +104,7 @@ def test_a_broken_dense_backward_exits_1(monkeypatch):
     assert verdicts == ["FAIL", "FAIL"]  # finite differences and scalar
 
 
-def test_a_backward_that_raises_is_explained(monkeypatch):
+def test_a_backward_that_raises_is_explained(run, monkeypatch):
     def broken(ctx, g):
         raise ValueError("no")
     monkeypatch.setattr(SpMM, "vjp", staticmethod(broken))
@@ -116,7 +114,7 @@ def test_a_backward_that_raises_is_explained(monkeypatch):
             "backward failed (ValueError: no)") in result.output
 
 
-def test_medium_size_has_no_scalar_rows(tmp_path):
+def test_medium_size_has_no_scalar_rows(run, tmp_path):
     path = tmp_path / "medium.json"
     result = run("--op", "spmm", "--op", "nn.gcn_conv", "--size", "medium", "--seed", 5,
                  "--json", path)
@@ -128,25 +126,25 @@ def test_medium_size_has_no_scalar_rows(tmp_path):
         ("nn.gcn_conv", FINITE_DIFFERENCES), ("nn.gcn_conv", DENSE)]
 
 
-def test_unknown_op_exits_2_listing_the_known_ones():
+def test_unknown_op_exits_2_listing_the_known_ones(run):
     line = one_line_error(run("--op", "spmm", "--op", "spmn"), 2,
                           "unknown op 'spmn' (did you mean 'sparse.spmm'?); known ops:")
     assert all(name in line for name in KNOWN_OPS)
 
 
-def test_bad_size_exits_2_naming_every_size():
+def test_bad_size_exits_2_naming_every_size(run):
     one_line_error(run("--size", "large"), 2,
                    f"unknown size 'large'; known sizes: {', '.join(SIZES)}")
     assert command.SIZE_NAMES.split("|") == list(SIZES)  # the help shows the same names
 
 
-def test_json_into_a_missing_folder_exits_2_before_running(tmp_path):
+def test_json_into_a_missing_folder_exits_2_before_running(run, tmp_path):
     missing = tmp_path / "nope" / "out.json"
     one_line_error(run("--op", "spmm", "--json", missing), 2,
                    f"--json: folder {missing.parent} does not exist")
 
 
-def test_json_that_cannot_be_written_exits_1(tmp_path):
+def test_json_that_cannot_be_written_exits_1(run, tmp_path):
     one_line_error(run("--op", "engine.neg", "--json", tmp_path), 1, "cannot write")
 
 

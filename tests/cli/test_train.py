@@ -268,3 +268,43 @@ def test_a_signal_ends_the_run_after_the_epoch_and_keeps_metrics(tmp_path, signu
     assert run0["params"] == "params_run0.npz" and (out / "params_run0.npz").is_file()
     assert metrics["summary"]["status"] == "interrupted"
 
+
+
+def test_epochs_csv_reads_with_dictreader_and_matches_metrics_json(cli, finished_run):
+    import csv
+
+    with open(finished_run / "epochs.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    epochs = json.loads((finished_run / "metrics.json").read_text())["runs"][0]["epochs"]
+    assert len(rows) == len(epochs) == 5
+    for row, epoch in zip(rows, epochs):
+        assert (row["run"], row["seed"]) == ("0", "0")
+        for key in ("epoch", "loss", "val_loss", "train_acc", "val_acc", "test_acc",
+                    "grad_norm"):
+            assert float(row[key]) == epoch[key], key
+
+
+def test_a_bad_line_in_your_csv_graph_is_file_and_line_and_exit_2(cli, tmp_path):
+    example = CONFIGS / "examples" / "two-communities"
+    edges = tmp_path / "edges.csv"
+    lines = (example / "edges.csv").read_text().splitlines()
+    lines[3] = "4,not-a-node"
+    edges.write_text("\n".join(lines) + "\n")
+    config = tmp_path / "mine.yaml"
+    config.write_text(f"dataset:\n  name: csv\n  edges: {edges}\n"
+                      f"  labels: {example / 'labels.csv'}\n  split: random\n"
+                      "  num_train_per_class: 2\n  num_val: 4\n  num_test: 10\n")
+    one_line_error(cli("train", config, "--epochs", "2"), 2, str(edges), "line 4")
+
+
+def test_your_csv_graph_trains_from_the_shipped_example(cli):
+    result = cli("train", CONFIGS / "csv-example.yaml", "--quiet", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["test_acc_mean"] >= 0.8
+
+
+def test_a_budget_too_small_even_sparse_stops_before_training_leaving_nothing(cli, tmp_path):
+    out = tmp_path / "never"
+    result = cli("train", KARATE, "--out", out, "--set", "monitor.memory_budget_mb=0.001")
+    one_line_error(result, 1, "with every operand sparse, over the", "budget")
+    assert not out.exists()
