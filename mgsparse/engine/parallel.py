@@ -40,6 +40,15 @@ class _State:
     pool: ThreadPoolExecutor | None = None
 
 
+def _forget_pool_in_child() -> None:
+    """A forked child inherits the pool object but none of its threads: work handed to it
+    would wait forever. The child builds its own pool on first use instead."""
+    _State.pool, _State.threads = None, None
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
 # ---------------------------------------------------------------- the setting
 
 

@@ -171,3 +171,25 @@ def test_dropout_buffers_are_reused_only_once_nothing_holds_them():
     assert len(buffers._arrays) == 2 and any(third.data is a for a in buffers._arrays)
     np.testing.assert_array_equal(third.data, kept)  # same seed, same values, reused array
     assert not np.shares_memory(third.data, second.data)
+
+
+def _sum_of_blocks(_: int) -> int:
+    return sum(parallel.run_blocks(lambda a, b: a + b, [(0, 1), (1, 2), (2, 3)]))
+
+
+def test_a_forked_child_gets_a_pool_of_its_own():
+    """Work handed to the parent's pool in a forked child would wait forever for threads
+    that were not forked: the child must build its own (the accuracy tests fork workers)."""
+    import multiprocessing
+
+    parallel.set_num_threads(2)
+    assert _sum_of_blocks(0) == 9  # the parent's pool exists and has run
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    child = context.Process(target=lambda: results.put(_sum_of_blocks(0)))
+    child.start()
+    child.join(60)
+    hung = child.is_alive()
+    if hung:
+        child.kill()
+    assert not hung and results.get(timeout=5) == 9
