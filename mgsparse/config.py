@@ -13,10 +13,6 @@ a command-line override), so a user can jump straight to the bad key; the lines 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import math
-import operator
-import types
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,17 +22,14 @@ from typing import Any, Literal
 import yaml
 
 from mgsparse.catalog import DATASET_NAMES, DATASETS, MODEL_KINDS, MODELS, is_points
+from mgsparse.config_check import BOUNDS, check_value, show, suggest
 from mgsparse.config_yaml import Loader, Where, parse_yaml, yaml_error
 from mgsparse.errors import ConfigError
 
 FILE_KEYS = ("edges", "features", "labels", "train_nodes", "val_nodes", "test_nodes")
-_BOUNDS = {"ge": (operator.ge, ">="), "gt": (operator.gt, ">"),
-           "le": (operator.le, "<="), "lt": (operator.lt, "<")}
-
-
 def _num(default: Any, **bounds: float) -> Any:
     """A dataclass field with an allowed interval: ``_num(0.5, ge=0, lt=1)`` is [0, 1)."""
-    assert set(bounds) <= set(_BOUNDS), bounds
+    assert set(bounds) <= set(BOUNDS), bounds
     return field(default=default, metadata=bounds)
 
 
@@ -185,114 +178,6 @@ class Config:
                 for name in SECTIONS}
 
 
-# ---------------------------------------------------------------- checking one value
-
-class _Bad(Exception):
-    """A value that is not ``expected``; the caller adds the key and where it was written."""
-
-    def __init__(self, expected: str, value: Any, hint: str = "") -> None:
-        super().__init__(expected)
-        self.expected, self.value, self.hint = expected, value, hint
-
-
-def _show(value: Any) -> str:
-    """Spell a value the way YAML would, shortened, for error messages."""
-    if value is None or isinstance(value, bool):
-        return {None: "null", True: "true", False: "false"}[value]
-    if isinstance(value, (dict, list)):
-        return "a mapping" if isinstance(value, dict) else "a list"
-    if isinstance(value, float) and not math.isfinite(value):
-        return ".nan" if math.isnan(value) else ("-.inf" if value < 0 else ".inf")
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _suggest(word: Any, options: Sequence[str]) -> str:
-    close = difflib.get_close_matches(str(word).lower(), options, n=1, cutoff=0.6)
-    return f"; did you mean '{close[0]}'?" if close else ""
-
-
-def _range_problem(value: float, bounds: Mapping[str, float]) -> str | None:
-    """``None`` when ``value`` is inside; else the interval, e.g. ``in [0, 1)`` or ``> 0``."""
-    if all(_BOUNDS[name][0](value, bound) for name, bound in bounds.items()):
-        return None
-    if len(bounds) == 2:  # one lower and one upper bound
-        opening, low = ("[", bounds["ge"]) if "ge" in bounds else ("(", bounds["gt"])
-        closing, high = ("]", bounds["le"]) if "le" in bounds else (")", bounds["lt"])
-        return f"in {opening}{low:g}, {high:g}{closing}"
-    (name, bound), = bounds.items()
-    return f"{_BOUNDS[name][1]} {bound:g}"
-
-
-def _check_scalar(value: Any, hint: Any, meta: Mapping[str, Any]) -> Any:
-    """Return ``value`` as type ``hint`` or raise `_Bad`; bools are never numbers."""
-    if typing.get_origin(hint) is Literal:
-        choices = typing.get_args(hint)
-        if isinstance(value, str) and value in choices:
-            return value
-        raise _Bad(f"one of {', '.join(map(repr, choices))}", value, _suggest(value, choices))
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-        raise _Bad("true or false", value)
-    if hint is str:
-        if isinstance(value, str) and value:
-            return value
-        raise _Bad("a non-empty string", value)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _Bad("an integer" if hint is int else "a number", value)
-    if not math.isfinite(value):
-        raise _Bad("a finite number", value)
-    if hint is int and value != int(value):
-        raise _Bad("an integer", value)
-    problem = _range_problem(value, meta)
-    if problem:
-        raise _Bad(problem, value)
-    return int(value) if hint is int else float(value)
-
-
-def _check_value(value: Any, hint: Any, meta: Mapping[str, Any], key: str) -> Any:
-    """Check one field's value against its annotation; ``key`` is the dotted name."""
-    nullable = type(None) in typing.get_args(hint)
-    words: tuple = ()  # a number that may also be one of some words: `float | Literal["auto"]`
-    if nullable or typing.get_origin(hint) in (typing.Union, types.UnionType):
-        if value is None and nullable:
-            return None
-        args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
-        words = next((arg for arg in args if typing.get_origin(arg) is Literal), ())
-        hint = next(arg for arg in args if arg is not words)
-        if words and isinstance(value, str):
-            hint = words
-    if hint is words:
-        or_null = " or a number"
-    else:
-        or_null = "".join(f" or {word!r}" for word in typing.get_args(words) if words)
-    or_null += " or null" if nullable else ""
-    if typing.get_origin(hint) is tuple:
-        item_hints = typing.get_args(hint)
-        if item_hints[-1:] == (Ellipsis,):  # tuple[int, ...]: a non-empty list of any length
-            if not isinstance(value, list) or not value:
-                raise ConfigError(f"{key} must be a non-empty list of numbers{or_null} "
-                                  f"(got {_show(value)})")
-            item_hints = item_hints[:1] * len(value)
-        if not isinstance(value, list) or len(value) != len(item_hints):
-            raise ConfigError(f"{key} must be a list of {len(item_hints)} numbers{or_null} "
-                              f"(got {_show(value)})")
-        checked = []
-        for index, (item, item_hint) in enumerate(zip(value, item_hints)):
-            try:
-                checked.append(_check_scalar(item, item_hint, meta))
-            except _Bad as bad:
-                raise ConfigError(f"{key}[{index}] must be {bad.expected} "
-                                  f"(got {_show(bad.value)})") from None
-        return tuple(checked)
-    try:
-        return _check_scalar(value, hint, meta)
-    except _Bad as bad:
-        raise ConfigError(f"{key} must be {bad.expected}{or_null} "
-                          f"(got {_show(bad.value)}){bad.hint}") from None
-
-
 # ---------------------------------------------------------------- building sections
 
 def _unknown(kind: str, name: Any, options: Sequence[str], where: str,
@@ -300,9 +185,9 @@ def _unknown(kind: str, name: Any, options: Sequence[str], where: str,
     """An unknown section or key, with the closest known name (or the list of them)."""
     if not isinstance(name, str):
         inside = f" in section {parent}" if parent else ""
-        return ConfigError(f"{where}: {kind} names must be strings (got {_show(name)}{inside})")
+        return ConfigError(f"{where}: {kind} names must be strings (got {show(name)}{inside})")
     dotted = f"{parent}.{name}" if parent else name
-    hint = _suggest(name, options) or f" (known: {', '.join(options)})"
+    hint = suggest(name, options) or f" (known: {', '.join(options)})"
     return ConfigError(f"{where}: unknown {kind} {dotted}{hint}")
 
 
@@ -312,7 +197,7 @@ def _build_section(cls: type, name: str, raw: Any, where: Where) -> Any:
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{where((name,))}: {name} must be a mapping of keys "
-                          f"(got {_show(raw)})")
+                          f"(got {show(raw)})")
     fields = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls)
     values = {}
@@ -321,7 +206,7 @@ def _build_section(cls: type, name: str, raw: Any, where: Where) -> Any:
         if key not in fields:
             raise _unknown("key", key, list(fields), where(path), name)
         try:
-            values[key] = _check_value(value, hints[key], fields[key].metadata, f"{name}.{key}")
+            values[key] = check_value(value, hints[key], fields[key].metadata, f"{name}.{key}")
         except ConfigError as err:
             raise ConfigError(f"{where(path)}: {err}") from None
     for key, spec in fields.items():
@@ -405,7 +290,7 @@ def _apply_override(data: dict, text: str, where: Where) -> None:
 def _build(data: Any, where: Where, overrides: Sequence[str]) -> Config:
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where(())}: top level must be a mapping of sections "
-                          f"(got {_show(data)})")
+                          f"(got {show(data)})")
     data = {name: dict(body) if isinstance(body, Mapping) else body
             for name, body in data.items()}
     for text in overrides:
