@@ -10,6 +10,7 @@ cache. Loading never unpickles (``allow_pickle=False``).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -74,3 +75,17 @@ def load_graph(path: Path, key: str, name: str) -> Graph | None:
                      **{mask: arrays[mask] for mask in _MASKS})
     except Exception:  # noqa: BLE001 -- whatever a damaged cache raises, rebuilding is the cure
         return None
+
+
+def cached_graph(path: Path, key: str, name: str, build: Callable[[], Graph]) -> Graph:
+    """The graph cached at ``path`` under ``key``, else ``build()`` it and cache it. A damaged
+    or stale cache is rebuilt; a cache that cannot be written (read-only root, full disk) only
+    costs the next run the time to build again."""
+    graph = load_graph(path, key, name) if Path(path).is_file() else None
+    if graph is None:
+        graph = build()
+        try:
+            save_graph(graph, path, key)
+        except OSError:
+            pass
+    return graph

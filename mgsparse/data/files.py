@@ -171,15 +171,23 @@ def load_labels(path: str | Path) -> np.ndarray:
     return _read_labels(Path(path))[0]
 
 
-def _read_labels(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
+def read_int_column(path: Path, what: str, one: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """(integers (K,) int64, their text line numbers or None for ``.npy``): a 1-D integer
+    ``.npy``, or one integer a line; `what` names them in errors ("labels"), `one` one of
+    them ("label")."""
     if path.suffix == ".npy":
-        y, lines = _load_npy(path), None
-        if y.ndim != 1 or y.dtype.kind not in "iu":
-            raise DataError(f"{path}: labels must be a 1-D integer array, got {y.dtype} "
-                            f"{y.shape}")
+        values, lines = _load_npy(path), None
+        if values.ndim != 1 or values.dtype.kind not in "iu":
+            raise DataError(f"{path}: {what} must be a 1-D integer array, got {values.dtype} "
+                            f"{values.shape}")
     else:
-        table, lines = _read_table(path, (1,), "one integer label per line")
-        y = _convert(table[:, 0], np.int64, path, lines, "label")
+        table, lines = _read_table(path, (1,), f"one {one} per line")
+        values = _convert(table[:, 0], np.int64, path, lines, one)
+    return values.astype(np.int64), lines
+
+
+def _read_labels(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
+    y, lines = read_int_column(path, "labels", "label")
     bad = np.flatnonzero(y < -1)
     if bad.size:
         where = f" line {lines[bad[0]]}" if lines is not None else f" entry {bad[0]}"

@@ -57,7 +57,7 @@ import numpy as np
 
 from mgsparse.data import download as dl
 from mgsparse.data.atomic import new_temp_file, sigterm_unwinds
-from mgsparse.data.cache import load_graph, save_graph
+from mgsparse.data.cache import cached_graph
 from mgsparse.data.graph import Graph, undirected_edges
 from mgsparse.data.planetoid import resolve_root, source_of
 from mgsparse.data.transforms import SPLITS, apply_normalize, apply_split, index_to_mask
@@ -352,18 +352,15 @@ def process(name: str, root: str | Path | None = None, directed: bool = False) -
     if sha256 is None or not archive.is_file():
         raise DataError(f"{spec.name} is not downloaded (no checked {archive.name} in "
                         f"{archive.parent}); run `mgsparse datasets download {spec.name}`")
-    path = processed_path(spec.name, root, directed, sha256)
-    graph = load_graph(path, sha256, spec.name) if path.is_file() else None
-    if graph is None:
+    def build() -> Graph:
         graph = read_archive(archive, spec)
-        if not directed:
-            row, col = graph.edge_index
-            graph = replace(graph, edge_index=undirected_edges(row, col, graph.num_nodes))
-        try:
-            save_graph(graph, path, sha256)
-        except OSError:
-            pass  # the cache only saves time; a read-only root must not stop a run
-    return graph
+        if directed:
+            return graph
+        row, col = graph.edge_index
+        return replace(graph, edge_index=undirected_edges(row, col, graph.num_nodes))
+
+    return cached_graph(processed_path(spec.name, root, directed, sha256), sha256, spec.name,
+                        build)
 
 
 def load(name: str, root: str | Path | None = None, split: str = "public",

@@ -30,7 +30,7 @@ import os
 from pathlib import Path
 
 from mgsparse.catalog import DATASETS, PLANETOID_DATASETS
-from mgsparse.data.cache import load_graph, save_graph
+from mgsparse.data.cache import cached_graph
 from mgsparse.data.download import Progress, fetch, is_remote, local_path
 from mgsparse.data.graph import Graph
 from mgsparse.data.planetoid_io import FILE_KEYS, read_planetoid
@@ -198,15 +198,8 @@ def processed_path(name: str, root: str | Path | None = None) -> Path:
 def process(name: str, root: str | Path | None = None) -> Graph:
     """Parse the verified raw files once; later calls read the cached ``.npz``."""
     key = check_name(name)
-    path, cache_key = processed_path(key, root), _cache_key(key)
-    graph = load_graph(path, cache_key, key) if path.is_file() else None
-    if graph is None:
-        graph = read_planetoid(raw_dir(key, root), key)
-        try:
-            save_graph(graph, path, cache_key)
-        except OSError:
-            pass  # the cache only saves time; a read-only root must not stop a run
-    return graph
+    return cached_graph(processed_path(key, root), _cache_key(key), key,
+                        lambda: read_planetoid(raw_dir(key, root), key))
 
 
 def load(name: str, root: str | Path | None = None, split: str = "public",

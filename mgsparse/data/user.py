@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mgsparse.data.files import _convert, _load_npy, _read_table, load_user_graph
+from mgsparse.data.files import load_user_graph, read_int_column
 from mgsparse.data.graph import Graph
 from mgsparse.data.transforms import (
     SPLIT_OPTIONS,
@@ -111,15 +111,7 @@ def load_node_ids(path: str | Path, num_nodes: int) -> tuple[np.ndarray, np.ndar
     """(node ids (K,) int64, their text line numbers or None for ``.npy``); every id in
     ``[0, num_nodes)`` and none repeated."""
     path = Path(path)
-    if path.suffix == ".npy":
-        ids, lines = _load_npy(path), None
-        if ids.ndim != 1 or ids.dtype.kind not in "iu":
-            raise DataError(f"{path}: node ids must be a 1-D integer array, got {ids.dtype} "
-                            f"{ids.shape}")
-    else:
-        table, lines = _read_table(path, (1,), "one node id per line")
-        ids = _convert(table[:, 0], np.int64, path, lines, "node id")
-    ids = ids.astype(np.int64)
+    ids, lines = read_int_column(path, "node ids", "node id")
     bad = np.flatnonzero((ids < 0) | (ids >= num_nodes))
     if bad.size:
         raise DataError(f"{_where(path, lines, bad[0])}: node {ids[bad[0]]} out of range "
