@@ -33,5 +33,5 @@ def make_task(config: Config, progress: Progress | None = None,
         task = SampledGraphTask(config, load_graph(config.dataset, progress), budget=budget)
     else:
         task = GraphTask(config, load_graph(config.dataset, progress), budget=budget)
-    task.budget_events = fit_within_budget(task, config, budget)
+    task.budget_events = tuple(fit_within_budget(task, config, budget))
     return task

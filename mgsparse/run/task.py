@@ -48,7 +48,7 @@ class Task(ABC):
     placement: dict[str, str]  # operand -> how it is stored and why
     densities: dict[str, float]  # operand -> stored entries / (rows·cols), 1.0 when dense
     estimate_bytes: int = 0  # a training step's estimated peak, set by the budget placement
-    budget_events: list = []  # what the placement changed to fit the budget (BudgetEvent)
+    budget_events: tuple = ()  # what the placement changed to fit the budget (BudgetEvents)
 
     @abstractmethod
     def build_model(self, rng: np.random.Generator) -> Module:

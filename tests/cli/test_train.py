@@ -162,9 +162,11 @@ def test_an_unwritable_out_folder_fails_before_training(cli, tmp_path):
     one_line_error(result, 1, "output folder", str(blocker / "run"))
 
 
-def test_plot_of_a_graph_run_draws_its_pictures(cli, tmp_path):
-    path = tmp_path / "k.png"
-    result = cli("train", KARATE, "--epochs", "3", "--quiet", "--plot", path)
+@pytest.mark.parametrize("config", ["karate", "moons"])
+def test_plot_writes_the_pictures_of_a_graph_or_a_point_cloud_run(cli, tmp_path, config):
+    path = tmp_path / f"{config}.png"
+    result = cli("train", {"karate": KARATE, "moons": MOONS}[config], "--epochs", "3",
+                 "--quiet", "--plot", path)
     assert result.exit_code == 0, result.output
     assert path.read_bytes()[:4] == b"\x89PNG"
     assert f"pictures of the run: {path}" in result.output.replace("\n", "")
@@ -192,12 +194,6 @@ def test_moons_live_display_summary_outputs_and_memory_report(cli, tmp_path):
     assert set(metrics["memory_report"]["operands"]) == {"features"}  # no graph operand
 
 
-def test_moons_plot_writes_a_png(cli, tmp_path):
-    path = tmp_path / "moons.png"
-    result = cli("train", MOONS, "--epochs", "3", "--quiet", "--plot", path)
-    assert result.exit_code == 0, result.output
-    assert path.read_bytes()[:4] == b"\x89PNG"
-    assert f"pictures of the run: {path}" in result.output.replace("\n", "")
 
 
 def test_plot_without_matplotlib_is_one_line_before_training(cli, monkeypatch, tmp_path):

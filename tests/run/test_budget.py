@@ -9,7 +9,8 @@ import pytest
 from mgsparse.data import karate_club
 from mgsparse.engine import Tensor
 from mgsparse.errors import MemoryBudgetError
-from mgsparse.run import GraphTask
+from mgsparse.config import config_from_dict
+from mgsparse.run import GraphTask, fit, make_task
 from mgsparse.run import budget as budget_module
 from mgsparse.run.budget import (
     FALLBACK_FRACTION,
@@ -82,3 +83,38 @@ def test_after_an_epoch_the_80_percent_rule_falls_back_to_sparse(karate_task):
     assert check_epoch(karate_task, 6, 0.9, 1 * MB) is None  # nothing dense left, within it
     over = check_epoch(karate_task, 7, 1.5, 1 * MB)
     assert over.operand is None and "the run stops" in over.message
+
+
+def fit_with_peaks(monkeypatch, peaks_mb):
+    """Karate placed dense (threshold 0) under a 1 MB budget whose estimate is forced to fit,
+    trained with the traced peaks `peaks_mb` reported epoch after traced epoch."""
+    from mgsparse.run import budget as budget_module
+    from mgsparse.run.monitor import EpochMemory
+
+    monkeypatch.setattr(budget_module, "estimate_step_bytes", lambda task, config: 0)
+    reported = iter(peaks_mb)
+    monkeypatch.setattr(EpochMemory, "end", lambda self, held: (0.01, next(reported)))
+    config = config_from_dict({"dataset": {"name": "karate"}, "sparse": {"sparsity_threshold": 0},
+                               "train": {"epochs": 40, "patience": None},
+                               "monitor": {"memory_budget_mb": 1, "log_every": 10}})
+    task = make_task(config)
+    order = task.dense_operands()  # largest first: the order the rule turns them sparse
+    assert sorted(order) == ["adjacency", "features"]
+    return task, fit(config, task), order
+
+
+def test_the_loop_falls_back_when_a_traced_peak_passes_80_percent(monkeypatch):
+    task, result, (first, second) = fit_with_peaks(monkeypatch, [0.9, 0.5, 0.5])  # 2, 20, 40
+    (run,) = result.runs
+    assert run.status == "completed" and len(run.rows) == 40  # the run goes on
+    assert [(e["epoch"], e["operand"], e["peak_mb"]) for e in run.events] == [(2, first, 0.9)]
+    assert isinstance(task.operands()[first], SparseTensor) and task.dense_operands() == [second]
+    assert "fell back at epoch 2" in result.placement[first]
+
+
+def test_over_the_budget_with_nothing_dense_left_the_run_stops_keeping_its_best(monkeypatch):
+    task, result, order = fit_with_peaks(monkeypatch, [0.9, 0.9, 1.5])  # sparse, sparse, over
+    (run,) = result.runs
+    assert [e["operand"] for e in run.events] == [*order, None]
+    assert run.status == "over_budget" and len(run.rows) == 40 and run.state
+    assert result.failed and result.summary().status == "over_budget"

@@ -32,5 +32,5 @@ def test_make_task_picks_a_graph_task_for_cora(mirror_env):
 
 def test_make_task_names_no_budget_events_when_everything_fits():
     task = make_task(make_config(monitor={"memory_budget_mb": None}))
-    assert task.budget_events == []
+    assert task.budget_events == ()
     assert task.placement["adjacency"].startswith("dense")  # karate's Â: 16% dense
