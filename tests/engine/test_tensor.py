@@ -7,8 +7,8 @@ import pytest
 
 from mgsparse import Function, Tensor, no_grad
 from mgsparse.engine import is_grad_enabled
-from mgsparse.errors import HyperparameterError, MgsparseError, ShapeError
 from mgsparse.engine.ops import keep_mask
+from mgsparse.errors import HyperparameterError, MgsparseError, ShapeError
 
 # ---------------------------------------------------------------- dtype rules
 

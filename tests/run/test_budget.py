@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mgsparse.config import config_from_dict
 from mgsparse.data import karate_club
 from mgsparse.engine import Tensor
 from mgsparse.errors import MemoryBudgetError
-from mgsparse.config import config_from_dict
 from mgsparse.run import GraphTask, fit, make_task
 from mgsparse.run import budget as budget_module
 from mgsparse.run.budget import (
@@ -92,8 +92,10 @@ def fit_with_peaks(monkeypatch, peaks_mb):
     from mgsparse.run.monitor import EpochMemory
 
     monkeypatch.setattr(budget_module, "estimate_step_bytes", lambda task, config: 0)
-    reported = iter(peaks_mb)
-    monkeypatch.setattr(EpochMemory, "end", lambda self, held: (0.01, next(reported)))
+    reported, end = iter(peaks_mb), EpochMemory.end
+    # the real end (it stops tracing), then the forced peak in place of the measured one
+    monkeypatch.setattr(EpochMemory, "end", lambda self, held: (end(self, held)[0],
+                                                               next(reported)))
     config = config_from_dict({"dataset": {"name": "karate"}, "sparse": {"sparsity_threshold": 0},
                                "train": {"epochs": 40, "patience": None},
                                "monitor": {"memory_budget_mb": 1, "log_every": 10}})
