@@ -12,6 +12,13 @@ PyG runs in its best CPU configuration, chosen per graph and thread count by a s
 dropout on the stored values) where the data is sparse (density <= 0.1), dense otherwise.
 The floor is benchmarks/floor_gcn.py: numpy/scipy by hand, no autograd, scipy on one core.
 
+mgsparse runs twice: as `mgsparse train` runs it (the training step, and the scores when they
+read at most half the graph, on their receptive fields: mgsparse/run/field.py) and with
+`train.receptive_field: false` (every layer on every node). So that the receptive fields are
+not compared against a PyG that computes the whole graph only, PyG also runs them as a PyG
+user would write them: `k_hop_subgraph` around the training and the scored rows, GCNConv on
+the whole graph's normalisation (`PygFieldSide`). Ratios are printed against both PyGs.
+
 Epoch time (one training step plus one evaluation pass) is measured in one process, the
 sides alternating epoch by epoch so that all see the same machine, at each `--threads`
 count (torch.set_num_threads and mgsparse.sparse.set_num_threads; BLAS one thread per call).
@@ -70,15 +77,19 @@ def load_graph(name: str, nodes: int):
 
 
 class MgsparseSide:
-    name = "mgsparse"
+    """mgsparse as `mgsparse train` runs it: `receptive_field` "auto" computes the training
+    step (and the scores) on the rows they read (mgsparse/run/field.py); False, every layer
+    on the whole graph."""
 
-    def __init__(self, graph, seed: int):
+    def __init__(self, graph, seed: int, receptive_field: bool | str = "auto"):
+        self.name = "mgsparse" if receptive_field else "mgsparse, whole graph"
         self.config = config_from_dict({
             "dataset": {"name": "cora"},
             "model": {"kind": "gcn", "hidden": RECIPE["hidden"], "dropout": RECIPE["dropout"]},
             "optim": {"name": "adam", "lr": RECIPE["lr"], "weight_decay": RECIPE["weight_decay"],
                       "weight_decay_first_layer_only": True},
-            "train": {"grad_clip_norm": None, "seed": seed}}, "compare_pyg")
+            "train": {"grad_clip_norm": None, "seed": seed, "receptive_field": receptive_field}},
+            "compare_pyg")
         self.task = GraphTask(self.config, graph)  # dense features placed as they are
         self.model = self.task.build_model(np.random.default_rng(seed))
         self.optimizer = build_optimizer(self.config.optim, self.model)
@@ -88,6 +99,8 @@ class MgsparseSide:
         """(val acc, test acc) after one training step."""
         train_epoch(self.model, self.optimizer, self.task.batches(self.model, self.shuffle), None)
         scores = self.task.evaluate(self.model)
+        self.setup = "; ".join(v.split(":")[0] for k, v in self.task.placement.items()
+                               if k.endswith(" rows")) or "whole graph"
         return scores.val_acc, scores.test_acc
 
 
@@ -124,8 +137,8 @@ class PygSide:
             {"params": self.conv1.parameters(), "weight_decay": RECIPE["weight_decay"]},
             {"params": self.conv2.parameters(), "weight_decay": 0.0}], lr=RECIPE["lr"])
 
-    def dropout_x(self, training: bool):
-        p, x = RECIPE["dropout"], self.x
+    def dropout_x(self, training: bool, x=None):
+        p, x = RECIPE["dropout"], self.x if x is None else x
         if not self.sparse_x:
             return self.F.dropout(x, p, training)
         values = self.F.dropout(x.values(), p, training)  # the stored values only
@@ -147,6 +160,69 @@ class PygSide:
         return tuple(float((pred[m] == self.y[m]).float().mean()) for m in (val, test))
 
 
+class PygFieldSide(PygSide):
+    """PyG on the k-hop subgraphs that the loss and the scores read, as a PyG user would
+    write mgsparse's receptive fields by hand: `k_hop_subgraph` around the training rows and
+    around the scored rows, GCNConv with normalize=False on weights normalised on the whole
+    graph (so the same Â rows), features of the subgraph's nodes gathered once."""
+
+    def __init__(self, graph, seed: int):
+        super().__init__(graph, seed, "edge_index")
+        import torch
+        from torch_geometric.nn.conv.gcn_conv import gcn_norm
+        from torch_geometric.utils import k_hop_subgraph
+
+        torch.manual_seed(seed)
+        self.name, self.setup = "PyG, k-hop subgraphs", "k_hop_subgraph"
+        n = int(graph.num_nodes)
+        edge_index, weight = gcn_norm(self.adj, None, n, add_self_loops=True)
+        self.conv1, self.conv2 = (self._conv(a, b) for a, b in (
+            (self.x.shape[1], RECIPE["hidden"]), (RECIPE["hidden"], int(graph.num_classes))))
+        self.optimizer = torch.optim.Adam([
+            {"params": self.conv1.parameters(), "weight_decay": RECIPE["weight_decay"]},
+            {"params": self.conv2.parameters(), "weight_decay": 0.0}], lr=RECIPE["lr"])
+        train, val, test = self.masks
+        self.scored = torch.nonzero(train | val | test).flatten()
+        self.parts = {}
+        for name, rows in (("train", torch.nonzero(train).flatten()), ("scored", self.scored)):
+            subset, sub_edges, mapping, kept = k_hop_subgraph(rows, 2, edge_index,
+                                                              relabel_nodes=True, num_nodes=n)
+            self.parts[name] = (self._rows_of_x(graph.x, subset.numpy()), sub_edges,
+                                weight[kept], mapping)
+
+    def _conv(self, fan_in: int, fan_out: int):
+        from torch_geometric.nn import GCNConv
+
+        return GCNConv(fan_in, fan_out, normalize=False)
+
+    def _rows_of_x(self, x, rows: np.ndarray):
+        torch = self.torch
+        if not self.sparse_x:
+            return torch.from_numpy(np.ascontiguousarray(np.asarray(x, np.float32)[rows]))
+        x = sp.csr_matrix(x)[rows]
+        return torch.sparse_csr_tensor(*(torch.from_numpy(a) for a in (
+            x.indptr.astype(np.int64), x.indices.astype(np.int64), x.data.astype(np.float32))),
+            x.shape)
+
+    def part_forward(self, name: str, training: bool):
+        x, edges, weight, mapping = self.parts[name]
+        h = self.conv1(self.dropout_x(training, x), edges, weight).relu()
+        h = self.F.dropout(h, RECIPE["dropout"], training)
+        return self.conv2(h, edges, weight)[mapping]
+
+    def epoch(self) -> tuple[float, float]:
+        train, val, test = self.masks
+        self.optimizer.zero_grad()
+        loss = self.F.cross_entropy(self.part_forward("train", True), self.y[train])
+        loss.backward()
+        self.optimizer.step()
+        with self.torch.no_grad():
+            pred = self.part_forward("scored", False).argmax(dim=-1)
+        y = self.y[self.scored]
+        return tuple(float((pred[m[self.scored]] == y[m[self.scored]]).float().mean())
+                     for m in (val, test))
+
+
 def best_pyg(graph, seed: int, trials: int = 3) -> PygSide:
     """The faster PyG adjacency on this graph and thread count (median of a few epochs)."""
     sides = [PygSide(graph, seed, adjacency) for adjacency in ("edge_index", "csr")]
@@ -160,25 +236,33 @@ def best_pyg(graph, seed: int, trials: int = 3) -> PygSide:
     return PygSide(graph, seed, "csr" if best.setup.startswith("csr") else "edge_index")
 
 
-SIDES = {"mgsparse": MgsparseSide, "pyg": best_pyg, "floor": FloorSide}
+SIDES = {"mgsparse": MgsparseSide, "mgsparse-whole": lambda g, s: MgsparseSide(g, s, False),
+         "pyg": best_pyg, "pyg-khop": PygFieldSide, "floor": FloorSide}
 
 
 # ---------------------------------------------------------------- time and accuracy
 
 
 def alternate(graph, epochs: int, seed: int) -> dict[str, dict]:
-    """Every side from `seed`, one epoch each in turn; times in ms, test acc at best val."""
-    sides = [best_pyg(graph, seed), MgsparseSide(graph, seed), FloorSide(graph, seed)]
+    """Every side from `seed`, one epoch each in turn; times in ms, test acc at best val.
+
+    The order turns by one side every epoch, so each side follows each other side equally
+    often: a side's epoch starts on caches the previous side left, and small graphs feel it."""
+    sides = [best_pyg(graph, seed), PygFieldSide(graph, seed), MgsparseSide(graph, seed),
+             MgsparseSide(graph, seed, False), FloorSide(graph, seed)]
     record = {s.name: {"ms": [], "best_val": -1.0, "test": 0.0, "setup": getattr(s, "setup", "")}
               for s in sides}
-    for _ in range(epochs):
-        for side in sides:
+    for epoch in range(epochs):
+        turn = epoch % len(sides)
+        for side in sides[turn:] + sides[:turn]:
             t0 = time.perf_counter()
             val, test = side.epoch()
             r = record[side.name]
             r["ms"].append((time.perf_counter() - t0) * 1e3)
             if val > r["best_val"]:
                 r["best_val"], r["test"] = val, test
+    for side in sides:  # mgsparse names its receptive fields once it has built them
+        record[side.name]["setup"] = getattr(side, "setup", "")
     return record
 
 
@@ -235,15 +319,30 @@ def report(title: str, runs: list[dict]) -> None:
         q1, q3 = np.percentile(ms, [25, 75])
         stats[name] = (statistics.median(ms), q3 - q1, float(np.mean([r[name]["test"] for r in runs])))
     print(title)
-    print(f"  {'side':34}{'median ms':>11}{'IQR ms':>9}{'test acc':>10}")
+    print(f"  {'side':58}{'median ms':>11}{'IQR ms':>9}{'test acc':>10}")
     for name in names:
         med, iqr, acc = stats[name]
         setups = sorted({r[name]["setup"] for r in runs} - {""})
         label = f"{name} ({'; '.join(setups)})" if setups else name
-        print(f"  {label:34}{med:>11.2f}{iqr:>9.2f}{acc:>10.2%}")
-    mgs = stats["mgsparse"][0]
-    print(f"  ratio mgsparse / PyG: {mgs / stats['PyG'][0]:.3f}   "
-          f"mgsparse / numpy floor: {mgs / stats['numpy floor'][0]:.3f}")
+        print(f"  {label:58}{med:>11.2f}{iqr:>9.2f}{acc:>10.2%}")
+    floor, pyg, khop = (stats[n][0] for n in ("numpy floor", "PyG", "PyG, k-hop subgraphs"))
+    for name in ("mgsparse", "mgsparse, whole graph"):
+        mgs = stats[name][0]
+        print(f"  {name + ':':22} / PyG {mgs / pyg:.3f}   / PyG k-hop {mgs / khop:.3f}   "
+              f"/ numpy floor {mgs / floor:.3f}")
+
+
+def report_memory(args, nodes: int) -> None:
+    """Peak RSS above the loaded graph of each side, in child processes; ratios to PyG's."""
+    peaks = {s: measure_memory(s, args, nodes, max(args.threads))
+             for s in ("pyg", "pyg-khop", "mgsparse", "mgsparse-whole")}
+    above = {s: m["rss_peak_above_graph"] / MB for s, m in peaks.items()}
+    print(f"  peak RSS above the loaded graph ({max(args.threads)} thread(s); graph itself "
+          f"{peaks['mgsparse']['graph_rss'] / MB:.0f} MB): PyG ({peaks['pyg']['setup']}) "
+          f"{above['pyg']:.0f} MB, PyG k-hop {above['pyg-khop']:.0f} MB")
+    for side in ("mgsparse", "mgsparse-whole"):
+        print(f"    {side:15} {above[side]:6.0f} MB   / PyG {above[side] / above['pyg']:.3f}   "
+              f"/ PyG k-hop {above[side] / above['pyg-khop']:.3f}")
 
 
 def set_threads(n: int) -> None:
@@ -284,13 +383,7 @@ def main() -> None:
             runs = [alternate(graph, args.epochs, seed) for seed in range(args.runs)]
             report(f"{label}, {threads} thread(s):", runs)
         if args.memory:
-            memory = {s: measure_memory(s, args, nodes, max(args.threads)) for s in ("pyg", "mgsparse")}
-            pyg, mgs = memory["pyg"], memory["mgsparse"]
-            print(f"  peak RSS above the loaded graph ({max(args.threads)} thread(s)): "
-                  f"PyG ({pyg['setup']}) {pyg['rss_peak_above_graph'] / MB:.0f} MB, mgsparse "
-                  f"{mgs['rss_peak_above_graph'] / MB:.0f} MB, ratio "
-                  f"{mgs['rss_peak_above_graph'] / max(pyg['rss_peak_above_graph'], 1):.3f} "
-                  f"(graph itself {mgs['graph_rss'] / MB:.0f} MB)")
+            report_memory(args, nodes)
 
 
 if __name__ == "__main__":

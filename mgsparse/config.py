@@ -112,6 +112,9 @@ class TrainConfig:
     grad_clip_norm: float | None = _num(1.0, gt=0)
     loss: Literal["cross_entropy", "bce", "mse"] = "cross_entropy"
     batch_size: int | None = _num(None, ge=1)
+    # full batch computed on the rows the loss and scores read, and their neighbourhoods
+    # (run/field.py); "auto": when that is at most half the graph
+    receptive_field: bool | Literal["auto"] = "auto"
 
 
 @dataclass(frozen=True)

@@ -94,10 +94,11 @@ def check_value(value: Any, hint: Any, meta: Mapping[str, Any], key: str) -> Any
         args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
         words = next((arg for arg in args if typing.get_origin(arg) is Literal), ())
         hint = next(arg for arg in args if arg is not words)
+        other = "true or false" if hint is bool else "a number"
         if words and isinstance(value, str):
             hint = words
     if hint is words:
-        or_null = " or a number"
+        or_null = f" or {other}"
     else:
         or_null = "".join(f" or {word!r}" for word in typing.get_args(words) if words)
     or_null += " or null" if nullable else ""

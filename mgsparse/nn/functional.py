@@ -117,8 +117,13 @@ def cross_entropy(logits: Tensor, target: Any, mask: Any = None) -> Tensor:
     num_rows, num_classes = logits.shape
     rows = _rows(mask, num_rows, "cross_entropy")
     t = _targets(target, rows, num_rows, num_classes, "cross_entropy")
-    unique = rows is None or _is_bool(mask) or np.unique(rows).size == rows.size
+    unique = rows is None or _is_bool(mask) or _increasing(rows) or np.unique(rows).size == rows.size
     return CrossEntropy.apply(logits, t, rows, unique)
+
+
+def _increasing(rows: np.ndarray) -> bool:
+    """Strictly increasing rows (a split's sorted node ids) repeat none: one pass, no sort."""
+    return bool(np.all(rows[1:] > rows[:-1]))
 
 
 def _is_bool(mask: Any) -> bool:

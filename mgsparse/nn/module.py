@@ -103,7 +103,28 @@ class Module:
             stack.extend(reversed(below))
 
     def modules(self) -> Iterator[Module]:
-        return (m for _, m in self.named_modules())
+        """This module and every submodule below it, depth first, each once (the order of
+        `named_modules`, without building the names: `train()` walks it every epoch)."""
+        seen: set[int] = {id(self)}
+        stack: list[Module] = [self]
+        while stack:
+            module = stack.pop()
+            yield module
+            below = []
+            for m in module._child_modules():
+                if id(m) not in seen:
+                    seen.add(id(m))
+                    below.append(m)
+            stack.extend(reversed(below))
+
+    def _child_modules(self) -> Iterator[Module]:
+        """Direct submodules in attribute order, as `named_children` finds them (repeats kept)."""
+        for value in vars(self).values():
+            if isinstance(value, Module):
+                yield value
+            elif isinstance(value, (list, tuple, dict)):
+                items = value.values() if isinstance(value, dict) else value
+                yield from (item for item in items if isinstance(item, Module))
 
     def named_parameters(self, prefix: str = "") -> list[tuple[str, Parameter]]:
         """(dotted name, Parameter) for every parameter below this module, each once.

@@ -14,12 +14,14 @@ import scipy.sparse as sp
 from mgsparse.catalog import DATASETS, MODELS
 from mgsparse.config import Config, DatasetConfig, load_config
 from mgsparse.data import Graph, load_dataset, user
+from mgsparse.data.sampler import NeighborSampler
 from mgsparse.engine import Tensor, no_grad
 from mgsparse.nn import functional as F
 from mgsparse.nn.conv import normalized_adjacency
 from mgsparse.nn.module import Module
 from mgsparse.run.budget import FALLBACK_FRACTION, mb
 from mgsparse.run.build import build_model
+from mgsparse.run.field import AUTO_FRACTION, Field, describe
 from mgsparse.run.monitor import nnz_ratio
 from mgsparse.run.task import Batch, Progress, Scores, Task
 from mgsparse.sparse import SparseTensor, as_operand
@@ -99,7 +101,11 @@ class GraphTask(Task):
         self.train_idx = np.flatnonzero(graph.train_mask)
         self.val_idx = np.flatnonzero(graph.val_mask)
         self.test_idx = np.flatnonzero(graph.test_mask)
+        self.scored_idx = np.unique(np.concatenate([self.train_idx, self.val_idx,
+                                                    self.test_idx]))  # rows a score reads
         self.num_classes = int(graph.num_classes)
+        self._fields: dict[str, Field | None] = {}  # built on first use, for every run
+        self._field_sampler: NeighborSampler | None = None
 
     def _graph_operand(self, num_nodes: int, threshold: float, dtype: Any) -> Any:
         reads = MODELS[self.config.model.kind].operand
@@ -136,12 +142,33 @@ class GraphTask(Task):
         else:
             self.operand = sparse
         self.placement[name] = reason
+        self._fields = {}  # their rows were gathered from the old operand
 
     def with_operands(self, features: Any, operand: Any) -> GraphTask:
         """The same task on other copies of its operands (e.g. dense vs sparse)."""
         other = copy.copy(self)
-        other.features, other.operand = features, operand
+        other.features, other.operand, other._fields = features, operand, {}
         return other
+
+    def _field(self, name: str, rows: np.ndarray) -> Field | None:
+        """The receptive field of `rows` when `train.receptive_field` and the model allow it
+        (run/field.py), built once for every epoch and run; None: the whole graph."""
+        if name not in self._fields:
+            self._fields[name] = self._build_field(rows)
+            if self._fields[name] is not None:
+                self.placement[f"{name} rows"] = describe(self._fields[name], self.num_nodes)
+        return self._fields[name]
+
+    def _build_field(self, rows: np.ndarray) -> Field | None:
+        setting, model = self.config.train.receptive_field, self.config.model
+        if (setting is False or MODELS[model.kind].operand is None or model.learn_edge_weight
+                or model.keyed_dropout  # keyed masks hash whole-graph row ids
+                or (setting == "auto" and len(rows) > AUTO_FRACTION * self.num_nodes)):
+            return None
+        if self._field_sampler is None:
+            self._field_sampler = NeighborSampler(self.edge_index, self.num_nodes,
+                                                  [-1] * model.layers)
+        return Field(self._field_sampler.sample(rows, None).blocks, self.features)
 
     def build_model(self, rng: np.random.Generator) -> Module:
         return build_model(self.config.model, self.num_features, self.num_classes, rng,
@@ -154,8 +181,11 @@ class GraphTask(Task):
         return model(self.features, self.operand)
 
     def batches(self, model: Module, shuffle: np.random.Generator) -> Iterator[Batch]:
-        yield lambda: (F.cross_entropy(self.logits(model), self.y, self.train_idx),
-                       len(self.train_idx))
+        field, rows = self._field("training", self.train_idx), self.train_idx
+        if field is None:
+            yield lambda: (F.cross_entropy(self.logits(model), self.y, rows), len(rows))
+        else:
+            yield lambda: (F.cross_entropy(field.logits(model), self.y[rows]), len(rows))
 
     def embedding(self, model: Module) -> np.ndarray:
         """(N, hidden): what `model`'s last layer reads for every node, in eval mode."""
@@ -166,12 +196,17 @@ class GraphTask(Task):
 
     def evaluate(self, model: Module) -> Scores:
         model.eval()
+        field = self._field("scored", self.scored_idx)
         with no_grad():
-            logits = self.logits(model)
-            val_loss = float(F.cross_entropy(logits, self.y, self.val_idx).data)
-        return Scores(val_loss, F.accuracy(logits, self.y, self.train_idx),
-                      F.accuracy(logits, self.y, self.val_idx),
-                      F.accuracy(logits, self.y, self.test_idx))
+            logits = self.logits(model) if field is None else field.logits(model)
+        y, (train, val, test) = self.y, (self.train_idx, self.val_idx, self.test_idx)
+        if field is not None:  # logits of the scored rows only: index them by position
+            y = self.y[self.scored_idx]
+            train, val, test = (np.searchsorted(self.scored_idx, i) for i in (train, val, test))
+        val_loss = float(F.cross_entropy(logits, y, val).data)
+        pred = logits.data.argmax(axis=1)  # once for the three scores
+        return Scores(val_loss, F.accuracy(pred, y, train), F.accuracy(pred, y, val),
+                      F.accuracy(pred, y, test))
 
     def operands(self) -> dict[str, Any]:
         graph = {} if self.operand is None else {"adjacency": self.operand}

@@ -46,6 +46,11 @@ class SampledGraphTask(GraphTask):
         self.placement["adjacency"] = f"sampled blocks, fanouts {fanouts}, {size} targets a batch"
         return None
 
+    def _build_field(self, rows: np.ndarray) -> None:
+        """None: training samples its blocks, and evaluation runs layer-wise in chunks so that
+        its memory stays bounded however many rows are scored."""
+        return None
+
     def batches(self, model: Module, shuffle: np.random.Generator) -> Iterator[Batch]:
         self._figures[:] = 0
         for batch in self.loader.epoch(shuffle):  # one batch's blocks alive at a time

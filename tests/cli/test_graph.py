@@ -50,10 +50,10 @@ def recorded(monkeypatch):
     return applications
 
 
-def karate_step_loss(recorded: list | None = None) -> Tensor:
+def karate_step_loss(recorded: list | None = None, *overrides: str) -> Tensor:
     """The loss `mgsparse train configs/karate.yaml` differentiates first. Placing the task
     may run ops of its own (the memory budget's estimate); `recorded` is cleared after it."""
-    config = load_config(KARATE)
+    config = load_config(KARATE, overrides)
     task = make_task(config)
     if recorded is not None:
         recorded.clear()
@@ -69,7 +69,7 @@ def op_nodes(dot: str) -> dict[str, str]:
 
 
 def test_gcn_step_draws_every_op_once_per_use(recorded):
-    loss = karate_step_loss(recorded)
+    loss = karate_step_loss(recorded, "train.receptive_field=false")  # Â dense, as counted
     dot = to_dot(loss)
     ops = op_nodes(dot)
     drawn = Counter(ops.values())
@@ -102,7 +102,8 @@ def test_writes_the_dot_of_the_first_step(run, tmp_path):
     result = run("graph", KARATE, "--out", target, "--format", "dot")
     assert result.exit_code == 0, result.output
     assert target.read_text() == to_dot(karate_step_loss())
-    assert ("9 op applications (Add 2, CrossEntropy 1, Dropout 1, MatMul 3, Relu 1, SpMM 1)"
+    # on the training rows' receptive field: X·W1, Â1·(XW1) and Â2·(HW2) are SpMMs (run/field.py)
+    assert ("9 op applications (Add 2, CrossEntropy 1, Dropout 1, MatMul 1, Relu 1, SpMM 3)"
             in result.output)
     assert not (tmp_path / "karate.svg").exists()
 
@@ -149,7 +150,7 @@ def test_over_the_size_limit_writes_a_summary_with_a_warning(run, tmp_path):
     assert result.exit_code == 0, result.output
     assert "warning:" in result.output and "more than max_nodes=3" in result.output
     dot = (tmp_path / "g.dot").read_text()
-    assert "graph too large to draw: 16 values (max_nodes=3)" in dot and "op0" not in dot
+    assert "graph too large to draw: 19 values (max_nodes=3)" in dot and "op0" not in dot
 
 
 def test_usage_errors_exit_2_with_one_line(run, tmp_path):

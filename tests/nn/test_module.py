@@ -188,3 +188,13 @@ def test_load_state_dict_between_forward_and_backward_makes_the_backward_fail():
     np.testing.assert_array_equal(layer.weight.data, [[0.0], [0.0]])
     with pytest.raises(MgsparseError, match="modified in place after the forward"):
         loss.backward()
+
+
+def test_modules_walks_in_named_modules_order_each_once():
+    rng = np.random.default_rng(0)
+    lin = Linear(2, 2, rng=rng)
+    inner = Sequential(lin, ReLU())
+    outer = Sequential(inner, Linear(2, 2, rng=rng), inner, lin)
+    outer.extra = [ReLU(), {"k": lin}]  # containers are looked into one level, as for names
+    assert [id(m) for m in outer.modules()] == [id(m) for _, m in outer.named_modules()]
+    assert len(list(outer.modules())) == 6  # outer, inner, lin, ReLU, Linear, the listed ReLU

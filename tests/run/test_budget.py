@@ -26,8 +26,9 @@ from tests.conftest import make_config
 
 @pytest.fixture
 def karate_task():
-    """Karate with Â dense (16% > the 0.1 threshold) and the features sparse."""
-    config = make_config(model={"dropout": 0.0})
+    """Karate with Â dense (16% > the 0.1 threshold) and the features sparse, every layer on
+    the whole graph (the step reads Â, whose placement these tests are about)."""
+    config = make_config(model={"dropout": 0.0}, train={"receptive_field": False})
     task = GraphTask(config, karate_club())
     assert isinstance(task.operand, Tensor) and isinstance(task.features, SparseTensor)
     return task
