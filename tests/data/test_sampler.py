@@ -37,6 +37,7 @@ def test_each_sample_is_a_subset_of_the_in_neighbours_of_the_right_size(graph, r
     assert np.array_equal(block.n_id[:40], targets)  # targets first, in the given order
     assert len(np.unique(block.n_id)) == len(block.n_id)
     assert np.all(np.diff(block.row) >= 0)
+    assert np.all(np.diff(block.edge_id)[np.diff(block.row) == 0] > 0)  # CSR order in a row
     # each sampled entry is the edge it names
     assert np.array_equal(edge_index[:, block.edge_id],
                           np.stack([block.n_id[block.col], block.n_id[block.row]]))
@@ -50,6 +51,33 @@ def test_each_sample_is_a_subset_of_the_in_neighbours_of_the_right_size(graph, r
     assert np.array_equal(block.num_sampled, [min(len(in_neighbours(edge_index, t)), k)
                                               if k > 0 else len(in_neighbours(edge_index, t))
                                               for t in targets])
+
+
+def last_appearance_relabel(targets, sources) -> tuple[np.ndarray, np.ndarray]:
+    """Reference (n_id, col): the targets, then the other distinct sources in the order of
+    their last appearance (the order the sampler's scatter gives), by np.unique."""
+    rest = sources[~np.isin(sources, targets)][::-1]
+    new, first_reversed = np.unique(rest, return_index=True)
+    n_id = np.concatenate([targets, new[np.argsort(-first_reversed)]])
+    order = np.argsort(n_id)
+    return n_id, order[np.searchsorted(n_id, sources, sorter=order)]
+
+
+@pytest.mark.parametrize("scratch", [None, np.int8])  # int8: positions overflow the scratch
+@pytest.mark.parametrize("k", [3, -1])
+def test_relabelling_matches_a_unique_based_reference(rng, scratch, k):
+    for _ in range(5):
+        edge_index = random_digraph(rng)
+        sampler = NeighborSampler(edge_index, 60, [k], edge_ids=True)
+        if scratch is not None:
+            sampler._local = np.zeros(60, dtype=scratch)
+        targets = rng.permutation(60)[:40]
+        block = sampler.block(targets, k, rng)
+        sources = edge_index[0, block.edge_id]  # the truth, independent of the relabelling
+        assert len(np.unique(sources)) < len(sources) and np.isin(targets, sources).any()
+        n_id, col = last_appearance_relabel(targets, sources)
+        assert np.array_equal(block.n_id, n_id) and np.array_equal(block.col, col)
+        assert block.col.dtype == np.int64 and block.n_id.dtype == np.int64
 
 
 def star_draws(rng, k, deg=6, copies=500, rounds=20) -> np.ndarray:
