@@ -99,8 +99,8 @@ class MgsparseSide:
         """(val acc, test acc) after one training step."""
         train_epoch(self.model, self.optimizer, self.task.batches(self.model, self.shuffle), None)
         scores = self.task.evaluate(self.model)
-        self.setup = "; ".join(v.split(":")[0] for k, v in self.task.placement.items()
-                               if k.endswith(" rows")) or "whole graph"
+        fields = [k.removesuffix(" rows") for k in self.task.placement if k.endswith(" rows")]
+        self.setup = f"receptive fields: {', '.join(fields)}" if fields else "whole graph"
         return scores.val_acc, scores.test_acc
 
 

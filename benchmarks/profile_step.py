@@ -7,6 +7,10 @@ steps, then the functions taking the most own time over
 `--steps` profiled steps, and how many `astype` calls and copies those steps made.
 
     python benchmarks/profile_step.py [--nodes 100000] [--threads 1] [--steps 20] [--top 15]
+                                      [--whole-graph]
+
+By default the step runs as `mgsparse train` runs it, on the training rows' receptive field
+(mgsparse/run/field.py); --whole-graph profiles every layer on every node.
 """
 
 from __future__ import annotations
@@ -24,9 +28,9 @@ from floor_gcn import synthetic_graph
 from mgsparse.run import train_epoch
 
 
-def setup(nodes: int):
+def setup(nodes: int, receptive_field: bool | str = "auto"):
     """compare_pyg's mgsparse side on the synthetic graph, and one training step of it."""
-    side = MgsparseSide(synthetic_graph(nodes), 0)
+    side = MgsparseSide(synthetic_graph(nodes), 0, receptive_field)
     return lambda: train_epoch(side.model, side.optimizer,
                                side.task.batches(side.model, side.shuffle), 1.0)
 
@@ -38,11 +42,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--whole-graph", action="store_true",
+                        help="every layer on every node (train.receptive_field: false)")
     args = parser.parse_args()
     from mgsparse.sparse import set_num_threads
 
     set_num_threads(args.threads)
-    step = setup(args.nodes)
+    step = setup(args.nodes, False if args.whole_graph else "auto")
     for _ in range(3):  # caches, first-call work
         step()
     times = []

@@ -13,7 +13,8 @@ forward pass of a throwaway model on the candidate placement:
     step ≈ dense operands + 1.5 · sparse operands + 4 · parameters + 2 · saved
 
 An operand counts what it holds after that forward (its arrays and the views the forward
-built); a sparse one half again, for the transposed view its backward builds; parameters come four times (values, gradients, Adam's two moments); `saved` is what
+built); a sparse one the step reads half again, for the transposed view its backward builds
+(a step on receptive fields reads blocks instead: run/field.py); parameters come four times (values, gradients, Adam's two moments); `saved` is what
 the forward saved for backward beyond the operands themselves, twice because the backward
 allocates a gradient about as large as each activation it reads. `benchmarks/memory_estimate.py`
 holds it against the measured peak (Cora dense and sparse, 100,000 synthetic nodes: within
@@ -93,7 +94,9 @@ def estimate_step_bytes(task: Any, config: Config) -> int:
     operands = list(task.operands().values())
     saved = [a for ctx in graph_contexts(loss) for a in (ctx.saved_tensors or ())]
     held = held_nbytes(*operands)
-    sparse = held_nbytes(*(op for op in operands if isinstance(op, SparseTensor)))
+    saved_ids = {id(a) for a in saved}  # a sparse operand the step reads saved its values
+    sparse = held_nbytes(*(op for op in operands if isinstance(op, SparseTensor)
+                           and id(op.values.data) in saved_ids))
     beyond = held_nbytes(*operands, saved) - held
     params = sum(p.data.nbytes for p in model.parameters())
     return int(held + SPARSE_BACKWARD_VIEWS * sparse + 4 * params + 2 * beyond)

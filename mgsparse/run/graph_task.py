@@ -79,6 +79,9 @@ def place(m: Any, threshold: float, dtype: Any,
     return dense, f"dense (density {density:.3g} > threshold {threshold:g})"
 
 
+UNBUILT = object()  # the whole-graph operand before anything has asked for it
+
+
 class GraphTask(Task):
     """Transductive node classification on the whole graph: one step per epoch.
 
@@ -96,7 +99,6 @@ class GraphTask(Task):
         self.placement = {"features": why}
         self.densities = {"features": nnz_ratio(x)}
         self.edge_index = np.asarray(graph.edge_index, dtype=np.int64)
-        self.operand = self._graph_operand(graph.num_nodes, threshold, dtype)
         self.y = np.asarray(graph.y, np.int64)  # (N,), -1 = no label
         self.train_idx = np.flatnonzero(graph.train_mask)
         self.val_idx = np.flatnonzero(graph.val_mask)
@@ -104,8 +106,30 @@ class GraphTask(Task):
         self.scored_idx = np.unique(np.concatenate([self.train_idx, self.val_idx,
                                                     self.test_idx]))  # rows a score reads
         self.num_classes = int(graph.num_classes)
-        self._fields: dict[str, Field | None] = {}  # built on first use, for every run
+        self._operand, self._dtype = UNBUILT, dtype
+        self._fields: dict[str, Field | None] = {}  # kept for every epoch and run
         self._field_sampler: NeighborSampler | None = None
+        fields = [self._field(name, rows) for name, rows in
+                  (("training", self.train_idx), ("scored", self.scored_idx))]
+        self._field_sampler = None  # its in-CSR is O(E): rebuilt only if a field must be
+        if any(f is None for f in fields):
+            self._operand = self._graph_operand(self.num_nodes, threshold, dtype)
+        else:  # training and scores read blocks: the whole graph's operand only on demand
+            self.placement["adjacency"] = "built on demand (training and scores read blocks)"
+            self.densities["adjacency"] = self.edge_index.shape[1] / max(self.num_nodes, 1) ** 2
+
+    @property
+    def operand(self) -> Any:
+        """The model's whole-graph operand (Â, the edge list or None), built on first use."""
+        if self._operand is UNBUILT:
+            self._operand = self._graph_operand(self.num_nodes,
+                                                self.config.sparse.sparsity_threshold,
+                                                self._dtype)
+        return self._operand
+
+    @operand.setter
+    def operand(self, value: Any) -> None:
+        self._operand = value
 
     def _graph_operand(self, num_nodes: int, threshold: float, dtype: Any) -> Any:
         reads = MODELS[self.config.model.kind].operand
@@ -209,5 +233,7 @@ class GraphTask(Task):
                       F.accuracy(pred, y, test))
 
     def operands(self) -> dict[str, Any]:
-        graph = {} if self.operand is None else {"adjacency": self.operand}
+        """What the run holds: the features and, once built, the whole-graph operand."""
+        built = self._operand is not UNBUILT and self._operand is not None
+        graph = {"adjacency": self._operand} if built else {}
         return {"features": self.features, **graph}

@@ -57,7 +57,7 @@ def test_the_field_holds_every_in_neighbour_of_the_rows_it_is_for():
     field = task._field("training", task.train_idx)
     outer, inner = field.blocks
     assert np.array_equal(inner.n_id[:inner.num_targets], task.train_idx)
-    sources, targets = task.edge_index
+    targets = task.edge_index[1]
     for block in field.blocks:  # each target's sampled in-edges are all of its in-edges
         ids = block.n_id
         want = np.bincount(targets[np.isin(targets, ids[:block.num_targets])],
@@ -115,3 +115,15 @@ def test_the_setting_is_checked():
     message = r"train.receptive_field must be one of 'auto' or true or false \(got 'sometimes'\)"
     with pytest.raises(ConfigError, match=message):
         config(receptive_field="sometimes")
+
+
+def test_with_fields_for_training_and_scores_the_whole_graph_operand_waits_until_asked():
+    graph = load_graph(config().dataset)
+    task = GraphTask(config(), graph)
+    assert set(task.operands()) == {"features"}
+    assert task.placement["adjacency"].startswith("built on demand")
+    whole = GraphTask(config(receptive_field=False), graph)
+    assert set(whole.operands()) == {"features", "adjacency"}
+    np.testing.assert_array_equal(task.operand.to_scipy("csr").toarray(),  # built when read
+                                  whole.operand.to_scipy("csr").toarray())
+    assert set(task.operands()) == {"features", "adjacency"}
