@@ -256,10 +256,25 @@ def _check_combination(config: Config, where: Where) -> None:
     if sampled and len(fanouts) != model.layers:
         raise ConfigError(f"{where(('sampler', 'fanouts'))}: sampler.fanouts needs one entry per "
                           f"layer ({model.layers}), got {list(fanouts)}")
+    if train.receptive_field is True and not is_points(data.name):
+        _check_receptive_field(model, sampled, where)
     if (train.loss, model.head) in (("bce", "softmax"), ("cross_entropy", "sigmoid")):
         raise ConfigError(f"{where(('train', 'loss'))}: train.loss {train.loss!r} does not "
                           f"fit model.head {model.head!r} (bce goes with sigmoid, "
                           f"cross_entropy with softmax, mse with either)")
+
+
+def _check_receptive_field(model: ModelConfig, sampled: bool, where: Where) -> None:
+    """`train.receptive_field: true` asks for something: refuse what cannot give it."""
+    why = (f"model.kind {model.kind!r} reads no graph" if MODELS[model.kind].operand is None else
+           "model.learn_edge_weight rebuilds the whole graph's Â every step"
+           if model.learn_edge_weight else
+           "model.keyed_dropout keys masks by whole-graph rows" if model.keyed_dropout else
+           "sampled mini-batches (train.batch_size) build blocks of their own" if sampled
+           else None)
+    if why:
+        raise ConfigError(f"{where(('train', 'receptive_field'))}: train.receptive_field: "
+                          f"true cannot apply: {why} (use auto or false)")
 
 
 # ---------------------------------------------------------------- overrides

@@ -83,10 +83,23 @@ def test_auto_uses_a_field_only_for_a_minority_of_the_graph():
 @pytest.mark.parametrize("settings", [{"receptive_field": False}, {"kind": "mlp"},
                                       {"learn_edge_weight": True}, {"keyed_dropout": True}])
 def test_without_a_field_the_task_computes_the_whole_graph(settings):
-    setting = settings.pop("receptive_field", True)
+    setting = settings.pop("receptive_field", "auto")
     task = GraphTask(config(receptive_field=setting, **settings), load_graph(config().dataset))
     step(task)
     assert "training rows" not in task.placement and "scored rows" not in task.placement
+
+
+@pytest.mark.parametrize(("settings", "why"), [
+    ({"kind": "mlp"}, "model.kind 'mlp' reads no graph"),
+    ({"learn_edge_weight": True}, "model.learn_edge_weight rebuilds"),
+    ({"keyed_dropout": True}, "model.keyed_dropout keys masks"),
+])
+def test_asking_for_a_field_a_run_cannot_use_is_a_config_error(settings, why):
+    with pytest.raises(ConfigError, match=rf"train.receptive_field: true cannot apply: {why}"):
+        config(receptive_field=True, **settings)
+    with pytest.raises(ConfigError, match="sampled mini-batches"):
+        config_from_dict({"dataset": SBM, "model": {"kind": "sage"},
+                          "train": {"batch_size": 4, "receptive_field": True}})
 
 
 def test_a_seed_gives_the_same_run_with_dropout_on_a_field():
