@@ -88,6 +88,9 @@ class GraphTask(Task):
     The features and the model's graph operand are placed once and reused by every epoch of
     every run: Â = D^-1/2 (A + I) D^-1/2 for a GCN (built only for it), the raw edge list for
     GAT and GraphSAGE, nothing for an MLP. The loss is cross-entropy over the training nodes.
+    With `train.receptive_field`, the step (and the scores) run on the blocks of the rows they
+    read instead (run/field.py); when both do, the whole-graph operand is built only if
+    something asks for it (a picture of the embedding, the dense-vs-sparse bench).
     """
 
     def __init__(self, config: Config, graph: Graph, dtype: Any = np.float32,
@@ -109,12 +112,16 @@ class GraphTask(Task):
         self._operand, self._dtype = UNBUILT, dtype
         self._fields: dict[str, Field | None] = {}  # kept for every epoch and run
         self._field_sampler: NeighborSampler | None = None
+        self._place_graph(threshold, dtype)
+
+    def _place_graph(self, threshold: float, dtype: Any) -> None:
+        """Receptive fields first; the whole graph's operand now only if one is missing."""
         fields = [self._field(name, rows) for name, rows in
                   (("training", self.train_idx), ("scored", self.scored_idx))]
         self._field_sampler = None  # its in-CSR is O(E): rebuilt only if a field must be
         if any(f is None for f in fields):
             self._operand = self._graph_operand(self.num_nodes, threshold, dtype)
-        else:  # training and scores read blocks: the whole graph's operand only on demand
+        else:
             self.placement["adjacency"] = "built on demand (training and scores read blocks)"
             self.densities["adjacency"] = self.edge_index.shape[1] / max(self.num_nodes, 1) ** 2
 
