@@ -99,8 +99,10 @@ class MgsparseSide:
         """(val acc, test acc) after one training step."""
         train_epoch(self.model, self.optimizer, self.task.batches(self.model, self.shuffle), None)
         scores = self.task.evaluate(self.model)
-        fields = [k.removesuffix(" rows") for k in self.task.placement if k.endswith(" rows")]
-        self.setup = f"receptive fields: {', '.join(fields)}" if fields else "whole graph"
+        fields = {k: v for k, v in self.task.placement.items() if k.endswith(" rows")}
+        self.setup = (f"receptive fields: {', '.join(k.removesuffix(' rows') for k in fields)}"
+                      if fields else "whole graph")
+        self.fields = [f"{k}: {v}" for k, v in fields.items()]
         return scores.val_acc, scores.test_acc
 
 
@@ -263,6 +265,7 @@ def alternate(graph, epochs: int, seed: int) -> dict[str, dict]:
                 r["best_val"], r["test"] = val, test
     for side in sides:  # mgsparse names its receptive fields once it has built them
         record[side.name]["setup"] = getattr(side, "setup", "")
+        record[side.name]["fields"] = getattr(side, "fields", [])
     return record
 
 
@@ -325,6 +328,8 @@ def report(title: str, runs: list[dict]) -> None:
         setups = sorted({r[name]["setup"] for r in runs} - {""})
         label = f"{name} ({'; '.join(setups)})" if setups else name
         print(f"  {label:58}{med:>11.2f}{iqr:>9.2f}{acc:>10.2%}")
+    for line in runs[0]["mgsparse"].get("fields", []):
+        print(f"    mgsparse {line}")
     floor, pyg, khop = (stats[n][0] for n in ("numpy floor", "PyG", "PyG, k-hop subgraphs"))
     for name in ("mgsparse", "mgsparse, whole graph"):
         mgs = stats[name][0]

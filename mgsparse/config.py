@@ -264,14 +264,20 @@ def _check_combination(config: Config, where: Where) -> None:
                           f"cross_entropy with softmax, mse with either)")
 
 
+def no_receptive_field(model: ModelConfig, sampled: bool = False) -> str | None:
+    """Why a run of this model cannot train on receptive fields (run/field.py), or None."""
+    if MODELS[model.kind].operand is None:
+        return f"model.kind {model.kind!r} reads no graph"
+    if model.learn_edge_weight:
+        return "model.learn_edge_weight rebuilds the whole graph's Â every step"
+    if model.keyed_dropout:
+        return "model.keyed_dropout keys masks by whole-graph rows"
+    return "sampled mini-batches (train.batch_size) build blocks of their own" if sampled else None
+
+
 def _check_receptive_field(model: ModelConfig, sampled: bool, where: Where) -> None:
     """`train.receptive_field: true` asks for something: refuse what cannot give it."""
-    why = (f"model.kind {model.kind!r} reads no graph" if MODELS[model.kind].operand is None else
-           "model.learn_edge_weight rebuilds the whole graph's Â every step"
-           if model.learn_edge_weight else
-           "model.keyed_dropout keys masks by whole-graph rows" if model.keyed_dropout else
-           "sampled mini-batches (train.batch_size) build blocks of their own" if sampled
-           else None)
+    why = no_receptive_field(model, sampled)
     if why:
         raise ConfigError(f"{where(('train', 'receptive_field'))}: train.receptive_field: "
                           f"true cannot apply: {why} (use auto or false)")

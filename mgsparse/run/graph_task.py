@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from mgsparse.catalog import DATASETS, MODELS
-from mgsparse.config import Config, DatasetConfig, load_config
+from mgsparse.config import Config, DatasetConfig, load_config, no_receptive_field
 from mgsparse.data import Graph, load_dataset, user
 from mgsparse.data.sampler import NeighborSampler
 from mgsparse.engine import Tensor, no_grad
@@ -109,6 +109,11 @@ class GraphTask(Task):
         self.scored_idx = np.unique(np.concatenate([self.train_idx, self.val_idx,
                                                     self.test_idx]))  # rows a score reads
         self.num_classes = int(graph.num_classes)
+        self.splits = self.train_idx, self.val_idx, self.test_idx
+        self.train_y = self.y[self.train_idx]
+        # the same, for logits of the scored rows only: targets and positions among them
+        self._scored = (self.y[self.scored_idx],
+                        tuple(np.searchsorted(self.scored_idx, i) for i in self.splits))
         self._operand, self._dtype = UNBUILT, dtype
         self._fields: dict[str, Field | None] = {}  # kept for every epoch and run
         self._field_sampler: NeighborSampler | None = None
@@ -192,8 +197,7 @@ class GraphTask(Task):
 
     def _build_field(self, rows: np.ndarray) -> Field | None:
         setting, model = self.config.train.receptive_field, self.config.model
-        if (setting is False or MODELS[model.kind].operand is None or model.learn_edge_weight
-                or model.keyed_dropout  # keyed masks hash whole-graph row ids
+        if (setting is False or no_receptive_field(model)
                 or (setting == "auto" and len(rows) > AUTO_FRACTION * self.num_nodes)):
             return None
         if self._field_sampler is None:
@@ -216,7 +220,7 @@ class GraphTask(Task):
         if field is None:
             yield lambda: (F.cross_entropy(self.logits(model), self.y, rows), len(rows))
         else:
-            yield lambda: (F.cross_entropy(field.logits(model), self.y[rows]), len(rows))
+            yield lambda: (F.cross_entropy(field.logits(model), self.train_y), len(rows))
 
     def embedding(self, model: Module) -> np.ndarray:
         """(N, hidden): what `model`'s last layer reads for every node, in eval mode."""
@@ -230,10 +234,7 @@ class GraphTask(Task):
         field = self._field("scored", self.scored_idx)
         with no_grad():
             logits = self.logits(model) if field is None else field.logits(model)
-        y, (train, val, test) = self.y, (self.train_idx, self.val_idx, self.test_idx)
-        if field is not None:  # logits of the scored rows only: index them by position
-            y = self.y[self.scored_idx]
-            train, val, test = (np.searchsorted(self.scored_idx, i) for i in (train, val, test))
+        y, (train, val, test) = (self.y, self.splits) if field is None else self._scored
         val_loss = float(F.cross_entropy(logits, y, val).data)
         pred = logits.data.argmax(axis=1)  # once for the three scores
         return Scores(val_loss, F.accuracy(pred, y, train), F.accuracy(pred, y, val),

@@ -49,7 +49,6 @@ class SampledGraphTask(GraphTask):
     def _build_field(self, rows: np.ndarray) -> None:
         """None: training samples its blocks, and evaluation runs layer-wise in chunks so that
         its memory stays bounded however many rows are scored."""
-        return None
 
     def batches(self, model: Module, shuffle: np.random.Generator) -> Iterator[Batch]:
         self._figures[:] = 0
