@@ -30,78 +30,46 @@ import scipy.sparse as sp
 
 from mgsparse.engine import Tensor, no_grad
 from mgsparse.errors import HyperparameterError, ShapeError
-from mgsparse.nn.conv import GCNConv
-from mgsparse.nn.gat import GATConv, attention_pattern
 from mgsparse.nn.models import StackedModel
-from mgsparse.nn.sage import SAGEConv
 from mgsparse.sparse import SparseTensor
 
 Block = Any  # mgsparse.data.sampler.Block (nn does not import data)
 
 
-def _loops(block: Block) -> np.ndarray:
-    return np.arange(block.num_targets, dtype=np.int64)
-
-
-def gcn_block_adjacency(block: Block, dtype: Any = np.float32) -> SparseTensor:
-    """Â_block (T, S): the full graph's GCN normalisation, neighbour terms scaled by deg/k."""
-    t, s = block.shape
-    d = block.degree.astype(np.float64) + 1.0  # (S,) in-degree of A + I
-    k = block.num_sampled
-    scale = np.where(k > 0, (d[:t] - 1.0) / np.maximum(k, 1), 0.0)  # (T,) deg_i / k_i
-    edges = scale[block.row] / np.sqrt(d[block.row] * d[block.col])
-    loops = _loops(block)
-    indices = np.stack([np.concatenate([block.row, loops]), np.concatenate([block.col, loops])])
-    return SparseTensor(indices, np.concatenate([edges, 1.0 / d[:t]]).astype(dtype), (t, s))
-
-
-def sage_block_mean(block: Block, dtype: Any = np.float32) -> SparseTensor:
-    """M_block (T, S): 1 / k_i at each sampled in-edge of target i (a row without one is empty)."""
-    k = block.num_sampled
-    values = (1.0 / k[block.row]).astype(dtype)
-    return SparseTensor(np.stack([block.row, block.col]), values, block.shape)
-
-
-def _gcn(conv: GCNConv, block: Block) -> Callable[[Any], Tensor]:
-    adj = gcn_block_adjacency(block, conv.weight.dtype)
-    return lambda x: conv(x, adj)
-
-
-def _sage(conv: SAGEConv, block: Block) -> Callable[[Any], Tensor]:
-    mean = sage_block_mean(block, conv.weight_neighbors.dtype)
-    return lambda x: conv.aggregate(x, mean)
-
-
-def _gat(conv: GATConv, block: Block) -> Callable[[Any], Tensor]:
-    t, s = block.shape
-    A = attention_pattern(np.stack([block.col, block.row]), s, conv.heads, conv.add_self_loops,
-                          conv.weight.dtype, num_targets=t)
-    return lambda x: conv.attend(x, A)
-
-
-BLOCK_LAYERS: dict[type, Callable[[Any, Block], Callable[[Any], Tensor]]] = {
-    GCNConv: _gcn, SAGEConv: _sage, GATConv: _gat,
-}
+def block_support(model: Any) -> str | None:
+    """Why `model` cannot run its layers on blocks (receptive fields, sampled batches), or
+    None. A layer runs on a block through its own `on_block(block)` method, so a subclass
+    inherits it; a layer without one names itself here, before any step runs."""
+    if getattr(model, "edge_weight", None) is not None:
+        return "learned edge weights rebuild the whole graph's Â every step"
+    if getattr(model, "keyed_masks", False):  # its node_ids would change with every block
+        return "keyed dropout keys masks by whole-graph rows"
+    convs = getattr(model, "convs", None)
+    if convs is None:
+        return f"{type(model).__name__} has no graph layers"
+    missing = sorted({type(c).__name__ for c in convs if not callable(getattr(c, "on_block", None))})
+    if missing:
+        return f"{', '.join(missing)} has no block form (an on_block method)"
+    return None
 
 
 def on_block(conv: Any, block: Block) -> Callable[[Any], Tensor]:
     """`conv` bound to `block`: a function of the sources' features (S, F) -> (T, F_out)."""
-    make = BLOCK_LAYERS.get(type(conv))
-    if make is None:
-        raise HyperparameterError(f"{type(conv).__name__} cannot run on sampled blocks; "
-                                  f"supported: {', '.join(c.__name__ for c in BLOCK_LAYERS)}")
-    return make(conv, block)
+    bind = getattr(conv, "on_block", None)
+    if not callable(bind):
+        raise HyperparameterError(f"{type(conv).__name__} has no block form (an on_block "
+                                  "method); set train.receptive_field: false and "
+                                  "train.batch_size: null to train it on the whole graph")
+    return bind(block)
 
 
 def _convs(model: StackedModel) -> Sequence[Any]:
-    if getattr(model, "edge_weight", None) is not None:
-        raise HyperparameterError("learned edge weights are not supported with neighbour sampling")
-    if getattr(model, "keyed_masks", False):  # its node_ids would change with every block
-        raise HyperparameterError("keyed dropout is for partitioned runs, not neighbour sampling")
-    convs = getattr(model, "convs", None)
-    if convs is None:
+    why = block_support(model)
+    if why is not None and getattr(model, "convs", None) is not None:
+        raise HyperparameterError(f"cannot run on blocks: {why}")
+    if why is not None:
         raise HyperparameterError(f"{type(model).__name__} has no graph layers to sample for")
-    return convs
+    return model.convs
 
 
 def forward_blocks(model: StackedModel, x: Any, blocks: Sequence[Block]) -> Tensor:

@@ -42,6 +42,22 @@ def normalized_adjacency(
     return norm_adj if sparsity_threshold is None else as_operand(norm_adj, sparsity_threshold)
 
 
+def _loops(block: Any) -> np.ndarray:
+    return np.arange(block.num_targets, dtype=np.int64)
+
+
+def gcn_block_adjacency(block: Any, dtype: Any = np.float32) -> SparseTensor:
+    """Â_block (T, S): the full graph's GCN normalisation, neighbour terms scaled by deg/k."""
+    t, s = block.shape
+    d = block.degree.astype(np.float64) + 1.0  # (S,) in-degree of A + I
+    k = block.num_sampled
+    scale = np.where(k > 0, (d[:t] - 1.0) / np.maximum(k, 1), 0.0)  # (T,) deg_i / k_i
+    edges = scale[block.row] / np.sqrt(d[block.row] * d[block.col])
+    loops = _loops(block)
+    indices = np.stack([np.concatenate([block.row, loops]), np.concatenate([block.col, loops])])
+    return SparseTensor(indices, np.concatenate([edges, 1.0 / d[:t]]).astype(dtype), (t, s))
+
+
 def _is_operator(adj: Any) -> bool:
     """An already-normalised operand of another type that multiplies with `@` (the
     distributed `HaloAdjacency`); a numpy array with `@` is an edge list."""
@@ -92,6 +108,12 @@ class GCNConv(Module):
         h = x @ self.weight  # (N, F_out)
         out = self.norm_adj(adj, h.shape[0], edge_weight) @ h
         return out + self.bias if self.bias is not None else out
+
+    def on_block(self, block: Any) -> Any:
+        """The layer on a block (T targets × S sources, `mgsparse.nn.block`): Â_block's rows
+        with the whole graph's degrees, neighbour terms scaled by deg/k (unbiased)."""
+        adj = gcn_block_adjacency(block, self.weight.dtype)
+        return lambda x: self(x, adj)
 
     def extra_repr(self) -> str:
         return f"{self.in_features}, {self.out_features}, cached={self.cached}"

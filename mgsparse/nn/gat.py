@@ -137,6 +137,13 @@ class GATConv(Module):
         out = out.transpose(1, 0, 2).reshape(t, H * C) if self.concat else out.mean(axis=0)
         return out + self.bias if self.bias is not None else out
 
+    def on_block(self, block: Any) -> Any:
+        """The layer on a block: the softmax over each target's sampled in-edges (+ loop)."""
+        t, s = block.shape
+        A = attention_pattern(np.stack([block.col, block.row]), s, self.heads,
+                              self.add_self_loops, self.weight.dtype, num_targets=t)
+        return lambda x: self.attend(x, A)
+
     def extra_repr(self) -> str:
         mode = "concat" if self.concat else "mean"
         return (f"{self.in_features}, {self.out_features}, heads={self.heads} ({mode}), "

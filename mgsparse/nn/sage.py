@@ -39,6 +39,13 @@ def mean_adjacency(edge_index: np.ndarray, num_nodes: int, dtype: Any = np.float
     return A.with_values((A.values.data / degree[A.row]).astype(dtype))
 
 
+def sage_block_mean(block: Any, dtype: Any = np.float32) -> SparseTensor:
+    """M_block (T, S): 1 / k_i at each sampled in-edge of target i (a row without one is empty)."""
+    k = block.num_sampled
+    values = (1.0 / k[block.row]).astype(dtype)
+    return SparseTensor(np.stack([block.row, block.col]), values, block.shape)
+
+
 def l2_normalize(x: Tensor) -> Tensor:
     """Each row divided by its Euclidean norm, x_i / sqrt(‖x_i‖² + ε)."""
     return x / ((x * x).sum(axis=1, keepdims=True) + NORM_EPS).sqrt()
@@ -92,6 +99,11 @@ class SAGEConv(Module):
         if self.bias is not None:
             out = out + self.bias
         return l2_normalize(out) if self.normalize else out
+
+    def on_block(self, block: Any) -> Any:
+        """The layer on a block: the mean over each target's sampled in-edges, 1/k_i."""
+        mean = sage_block_mean(block, self.weight_neighbors.dtype)
+        return lambda x: self.aggregate(x, mean)
 
     def extra_repr(self) -> str:
         return (f"{self.in_features}, {self.out_features}, root_weight="

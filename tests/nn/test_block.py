@@ -15,14 +15,13 @@ from mgsparse.nn import functional as F
 from mgsparse.nn.block import (
     forward_blocks,
     gather_rows,
-    gcn_block_adjacency,
     layerwise_inference,
     on_block,
-    sage_block_mean,
 )
+from mgsparse.nn.conv import gcn_block_adjacency
 from mgsparse.nn.gat import GATConv
 from mgsparse.nn.models import GCN, MLP
-from mgsparse.nn.sage import SAGEConv, mean_adjacency
+from mgsparse.nn.sage import SAGEConv, mean_adjacency, sage_block_mean
 from mgsparse.sparse import SparseTensor
 from tests.data.test_sampler import random_digraph
 
@@ -186,7 +185,7 @@ def test_block_errors_are_one_clear_line(digraph):
         forward_blocks(MLP(4, 3, 2), x, batch.blocks)
     keyed = GraphSAGE(4, 3, 2, layers=1, rng=np.random.default_rng(0))
     keyed.keyed_masks = True
-    with pytest.raises(HyperparameterError, match="keyed dropout is for partitioned runs"):
+    with pytest.raises(HyperparameterError, match="keyed dropout keys masks by whole-graph rows"):
         forward_blocks(keyed, x, batch.blocks)
-    with pytest.raises(HyperparameterError, match="learned edge weights"):
+    with pytest.raises(HyperparameterError, match="learned edge weights rebuild"):
         forward_blocks(GCN(4, 3, 2, edge_index=digraph, learn_edge_weight=True), x, batch.blocks)
