@@ -2,9 +2,9 @@
 
     engine < sparse < nn, optim < distributed < run, bench, checks < plots < cli
 
-`errors`, `catalog`, `config_yaml`, `config_check`, `config` and `data` are leaves: `catalog` imports nothing from
-mgsparse, `data` may read the catalog and the errors only, `config` the catalog, the errors and
-its YAML reader. `distributed` (the MPI pieces) sits under the run layer, whose distributed task
+`errors`, `catalog`, `config` and `data` are leaves: `catalog` imports nothing from mgsparse,
+`data` and the `config` package (schema, YAML reader, checks) may read the catalog and the
+errors only. `distributed` (the MPI pieces) sits under the run layer, whose distributed task
 uses it. Only `cli` imports typer or rich; matplotlib is imported only by `plots`, mpi4py only by
 `distributed` and pymetis only by `data`, each only inside a function (lazily), so nothing
 loads an optional extra until it is used.
@@ -32,22 +32,19 @@ import mgsparse
 
 PACKAGE_DIR = Path(mgsparse.__file__).parent
 CORE = {"engine", "errors"}
-LEAVES = {"errors", "catalog", "config_yaml", "config_check", "config", "data"}
+LEAVES = {"errors", "catalog", "config", "data"}
 # layer -> the other layers it may import (its own is always allowed)
 MAY_IMPORT: dict[str, set[str]] = {
     "errors": set(),
     "catalog": set(),
-    "config_yaml": {"errors"},
-    "config_check": {"errors"},
-    "config": {"config_yaml", "config_check", "catalog", "errors"},
+    "config": {"catalog", "errors"},
     "data": {"catalog", "errors"},
     "engine": {"errors"},
     "sparse": {"engine", "errors"},
     "nn": {"sparse", "engine", "errors"},
     "optim": {"engine", "errors"},
 }
-BELOW_RUN = {"nn", "optim", "sparse", "engine", "data", "config", "config_yaml", "config_check",
-             "catalog", "errors"}
+BELOW_RUN = {"nn", "optim", "sparse", "engine", "data", "config", "catalog", "errors"}
 MAY_IMPORT["distributed"] = set(BELOW_RUN)
 MAY_IMPORT["run"] = BELOW_RUN | {"distributed"}
 MAY_IMPORT["checks"] = set(BELOW_RUN)

@@ -4,7 +4,8 @@
 module supplies the lines. One parse gives both the node tree and the data, so the line
 numbers always describe the text that was read. Keys of the top two levels (sections and
 their keys) are recorded, and a key written twice is an error here, where PyYAML would keep
-the last value silently. Like `config`, a leaf: yaml and `mgsparse.errors` only.
+the last value silently. It knows nothing of the schema: yaml and `mgsparse.errors` only.
+(``import yaml`` below is PyYAML: imports are absolute, never this module.)
 """
 
 from __future__ import annotations
@@ -93,3 +94,12 @@ def parse_yaml(text: str, where: Where) -> Any:
     if isinstance(node, yaml.MappingNode):
         _record_lines(node, where)
     return data
+
+
+def parse_value(text: str, origin: str) -> Any:
+    """One ``--set`` value read as YAML (``null``, ``1e-3``, ``[a, b]``), errors naming the
+    option (`origin`) rather than a line."""
+    try:
+        return yaml.load(text, Loader=Loader)
+    except yaml.YAMLError as err:
+        raise yaml_error(err, origin, with_line=False) from None

@@ -1,0 +1,234 @@
+"""Checking a config: one value against its field's annotation and range, with the messages a
+user sees (`must be > 0 (got -1)`, `must be one of 'gcn', ... ; did you mean 'gcn'?`), then the
+rules across sections (settings each valid alone that cannot work together).
+
+`mgsparse.config` builds the sections (`sections.py`) from the data `yaml.py` read; every
+message here is one line, and the rules across sections prefix it with where the key was
+written (``<file>:<line>:`` or ``--set section.key=value:``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import operator
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from mgsparse.catalog import DATASETS, MODELS, is_points
+from mgsparse.config.sections import FILE_KEYS, Config, DatasetConfig, ModelConfig
+from mgsparse.config.yaml import Where
+from mgsparse.errors import ConfigError
+
+# ---------------------------------------------------------------- one value
+
+BOUNDS = {"ge": (operator.ge, ">="), "gt": (operator.gt, ">"),
+           "le": (operator.le, "<="), "lt": (operator.lt, "<")}
+
+
+class Bad(Exception):
+    """A value that is not ``expected``; the caller adds the key and where it was written."""
+
+    def __init__(self, expected: str, value: Any, hint: str = "") -> None:
+        super().__init__(expected)
+        self.expected, self.value, self.hint = expected, value, hint
+
+
+def show(value: Any) -> str:
+    """Spell a value the way YAML would, shortened, for error messages."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, (dict, list)):
+        return "a mapping" if isinstance(value, dict) else "a list"
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else ("-.inf" if value < 0 else ".inf")
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def suggest(word: Any, options: Sequence[str]) -> str:
+    close = difflib.get_close_matches(str(word).lower(), options, n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def _range_problem(value: float, bounds: Mapping[str, float]) -> str | None:
+    """``None`` when ``value`` is inside; else the interval, e.g. ``in [0, 1)`` or ``> 0``."""
+    if all(BOUNDS[name][0](value, bound) for name, bound in bounds.items()):
+        return None
+    if len(bounds) == 2:  # one lower and one upper bound
+        opening, low = ("[", bounds["ge"]) if "ge" in bounds else ("(", bounds["gt"])
+        closing, high = ("]", bounds["le"]) if "le" in bounds else (")", bounds["lt"])
+        return f"in {opening}{low:g}, {high:g}{closing}"
+    (name, bound), = bounds.items()
+    return f"{BOUNDS[name][1]} {bound:g}"
+
+
+def _check_scalar(value: Any, hint: Any, meta: Mapping[str, Any]) -> Any:
+    """Return ``value`` as type ``hint`` or raise `Bad`; bools are never numbers."""
+    if typing.get_origin(hint) is Literal:
+        choices = typing.get_args(hint)
+        if isinstance(value, str) and value in choices:
+            return value
+        raise Bad(f"one of {', '.join(map(repr, choices))}", value, suggest(value, choices))
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise Bad("true or false", value)
+    if hint is str:
+        if isinstance(value, str) and value:
+            return value
+        raise Bad("a non-empty string", value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Bad("an integer" if hint is int else "a number", value)
+    if not math.isfinite(value):
+        raise Bad("a finite number", value)
+    if hint is int and value != int(value):
+        raise Bad("an integer", value)
+    problem = _range_problem(value, meta)
+    if problem:
+        raise Bad(problem, value)
+    return int(value) if hint is int else float(value)
+
+
+def check_value(value: Any, hint: Any, meta: Mapping[str, Any], key: str) -> Any:
+    """Check one field's value against its annotation; ``key`` is the dotted name."""
+    nullable = type(None) in typing.get_args(hint)
+    words: tuple = ()  # a number that may also be one of some words: `float | Literal["auto"]`
+    if nullable or typing.get_origin(hint) in (typing.Union, types.UnionType):
+        if value is None and nullable:
+            return None
+        args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+        words = next((arg for arg in args if typing.get_origin(arg) is Literal), ())
+        hint = next(arg for arg in args if arg is not words)
+        other = "true or false" if hint is bool else "a number"
+        if words and isinstance(value, str):
+            hint = words
+    if hint is words:
+        or_null = f" or {other}"
+    else:
+        or_null = "".join(f" or {word!r}" for word in typing.get_args(words) if words)
+    or_null += " or null" if nullable else ""
+    if typing.get_origin(hint) is tuple:
+        item_hints = typing.get_args(hint)
+        if item_hints[-1:] == (Ellipsis,):  # tuple[int, ...]: a non-empty list of any length
+            if not isinstance(value, list) or not value:
+                raise ConfigError(f"{key} must be a non-empty list of numbers{or_null} "
+                                  f"(got {show(value)})")
+            item_hints = item_hints[:1] * len(value)
+        if not isinstance(value, list) or len(value) != len(item_hints):
+            raise ConfigError(f"{key} must be a list of {len(item_hints)} numbers{or_null} "
+                              f"(got {show(value)})")
+        checked = []
+        for index, (item, item_hint) in enumerate(zip(value, item_hints)):
+            try:
+                checked.append(_check_scalar(item, item_hint, meta))
+            except Bad as bad:
+                raise ConfigError(f"{key}[{index}] must be {bad.expected} "
+                                  f"(got {show(bad.value)})") from None
+        return tuple(checked)
+    try:
+        return _check_scalar(value, hint, meta)
+    except Bad as bad:
+        raise ConfigError(f"{key} must be {bad.expected}{or_null} "
+                          f"(got {show(bad.value)}){bad.hint}") from None
+
+
+# ---------------------------------------------------------------- across sections
+
+def check_combination(config: Config, where: Where) -> None:
+    """Settings that are each valid but cannot work together: the first one found is raised."""
+    _check_data(config, where)
+    _check_held_out(config.dataset, where)
+    _check_sampling(config, where)
+    if config.train.receptive_field is True and not is_points(config.dataset.name):
+        _check_receptive_field(config.model, _sampled(config), where)
+    _check_loss(config, where)
+
+
+def _graphless() -> list[str]:
+    """The model kinds that read no graph (an MLP)."""
+    return [kind for kind, facts in MODELS.items() if facts.operand is None]
+
+
+def _sampled(config: Config) -> bool:
+    """A graph run on neighbour-sampled mini-batches (point clouds batch without sampling)."""
+    return config.train.batch_size is not None and not is_points(config.dataset.name)
+
+
+def _check_data(config: Config, where: Where) -> None:
+    """The dataset can feed the model, and only the user's own files read file keys."""
+    data, model = config.dataset, config.model
+    graphless = _graphless()
+    if is_points(data.name) and model.kind not in graphless:
+        raise ConfigError(f"{where(('model', 'kind'))}: model.kind {model.kind!r} needs a "
+                          f"graph, and dataset {data.name!r} has none; use kind: "
+                          f"{' or '.join(graphless)}")
+    files = DATASETS[data.name].source == "files"
+    if files and data.edges is None:
+        raise ConfigError(f"{where(('dataset', 'name'))}: dataset.name {data.name!r} reads "
+                          f"your files: dataset.edges must name the edge list")
+    named = [key for key in FILE_KEYS if getattr(data, key) is not None]
+    if named and not files:
+        raise ConfigError(f"{where(('dataset', named[0]))}: dataset.{named[0]} is read only "
+                          f"for your own files (dataset.name: csv), not {data.name!r}")
+
+
+def _check_held_out(data: DatasetConfig, where: Where) -> None:
+    """A point cloud's held-out samples leave some to train on."""
+    points = is_points(data.name)
+    if points and data.num_val + data.num_test >= data.num_samples:
+        raise ConfigError(f"{where(('dataset', 'num_test'))}: dataset.num_val + "
+                          f"dataset.num_test ({data.num_val + data.num_test}) leave no "
+                          f"training samples out of dataset.num_samples ({data.num_samples})")
+
+
+def _check_sampling(config: Config, where: Where) -> None:
+    """Fanouts are counts (or -1), and sampled mini-batches need a graph model that runs on
+    blocks, with one fanout per layer."""
+    model, fanouts = config.model, config.sampler.fanouts
+    if any(k == 0 or k < -1 for k in fanouts):
+        raise ConfigError(f"{where(('sampler', 'fanouts'))}: sampler.fanouts entries must be "
+                          f">= 1 or -1 (all neighbours), got {list(fanouts)}")
+    if not _sampled(config):
+        return
+    if model.kind in _graphless():
+        raise ConfigError(f"{where(('train', 'batch_size'))}: train.batch_size on a graph "
+                          f"samples neighbourhoods for a graph model; model.kind "
+                          f"{model.kind!r} reads no graph (set batch_size: null)")
+    if model.learn_edge_weight or model.keyed_dropout:
+        key = "learn_edge_weight" if model.learn_edge_weight else "keyed_dropout"
+        raise ConfigError(f"{where(('model', key))}: model.{key} is for full-batch graph "
+                          f"training, not sampled mini-batches (train.batch_size)")
+    if len(fanouts) != model.layers:
+        raise ConfigError(f"{where(('sampler', 'fanouts'))}: sampler.fanouts needs one entry per "
+                          f"layer ({model.layers}), got {list(fanouts)}")
+
+
+def _check_loss(config: Config, where: Where) -> None:
+    """A point cloud's loss fits its head."""
+    loss, head = config.train.loss, config.model.head
+    if (loss, head) in (("bce", "softmax"), ("cross_entropy", "sigmoid")):
+        raise ConfigError(f"{where(('train', 'loss'))}: train.loss {loss!r} does not "
+                          f"fit model.head {head!r} (bce goes with sigmoid, "
+                          f"cross_entropy with softmax, mse with either)")
+
+
+def no_receptive_field(model: ModelConfig, sampled: bool = False) -> str | None:
+    """Why a run of this model cannot train on receptive fields (run/field.py), or None."""
+    if MODELS[model.kind].operand is None:
+        return f"model.kind {model.kind!r} reads no graph"
+    if model.learn_edge_weight:
+        return "model.learn_edge_weight rebuilds the whole graph's Â every step"
+    if model.keyed_dropout:
+        return "model.keyed_dropout keys masks by whole-graph rows"
+    return "sampled mini-batches (train.batch_size) build blocks of their own" if sampled else None
+
+
+def _check_receptive_field(model: ModelConfig, sampled: bool, where: Where) -> None:
+    """`train.receptive_field: true` asks for something: refuse what cannot give it."""
+    why = no_receptive_field(model, sampled)
+    if why:
+        raise ConfigError(f"{where(('train', 'receptive_field'))}: train.receptive_field: "
+                          f"true cannot apply: {why} (use auto or false)")

@@ -1,0 +1,173 @@
+"""The schema of a run configuration: one frozen dataclass per YAML section, and `Config`.
+
+Each field's annotation is its type (``Literal`` for a choice, ``X | None`` when null is
+allowed, ``tuple[float, float]`` for a pair) and its metadata its range, so this one table
+drives every value check (`mgsparse.config.check`). Every key has a default except
+``dataset.name``. Layers and models never see these objects: the run layer passes their
+fields on as plain arguments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from mgsparse.catalog import DATASET_NAMES, MODEL_KINDS
+
+FILE_KEYS = ("edges", "features", "labels", "train_nodes", "val_nodes", "test_nodes")
+BOUND_NAMES = ("ge", "gt", "le", "lt")  # >=, >, <=, <: `check.BOUNDS` gives their meaning
+
+
+def _num(default: Any, **bounds: float) -> Any:
+    """A dataclass field with an allowed interval: ``_num(0.5, ge=0, lt=1)`` is [0, 1)."""
+    assert set(bounds) <= set(BOUND_NAMES), bounds
+    return field(default=default, metadata=bounds)
+
+
+# ---------------------------------------------------------------- sections
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """Which graph (or point cloud) to load and how to split it.
+
+    ``num_val``/``num_test`` are node counts for the random split and held-out sample
+    counts for moons/circles/blobs; the ``num_nodes``…``homophily`` keys shape the
+    synthetic stochastic block model, ``noise``/``num_samples`` the point clouds;
+    ``edges``…``test_nodes`` name the user's files for ``name: csv``.
+    """
+
+    name: Literal[DATASET_NAMES]  # the catalog's names
+    root: str | None = None
+    split: Literal["public", "full", "random"] = "public"
+    normalize_features: bool = True
+    url: str | None = None
+    num_train_per_class: int = _num(20, ge=1)
+    num_val: int = _num(500, ge=0)
+    num_test: int = _num(1000, ge=1)
+    num_nodes: int = _num(1000, ge=2)
+    num_classes: int = _num(4, ge=2)
+    avg_degree: float = _num(10.0, gt=0)
+    homophily: float = _num(0.8, ge=0, le=1)
+    num_features: int = _num(64, ge=1)
+    noise: float = _num(0.1, ge=0)
+    num_samples: int = _num(1000, ge=2)
+    seed: int = _num(0, ge=0)
+    edges: str | None = None  # name: csv — the user's files, relative to the config's folder
+    features: str | None = None
+    labels: str | None = None
+    train_nodes: str | None = None
+    val_nodes: str | None = None
+    test_nodes: str | None = None
+    directed: bool = False  # csv and OGB: keep edges one-way (GCN expects both ways)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Architecture: passed to the model constructors as plain arguments."""
+
+    kind: Literal[MODEL_KINDS] = MODEL_KINDS[0]  # the catalog's first: a GCN
+    hidden: int = _num(16, ge=1)
+    layers: int = _num(2, ge=1)
+    dropout: float = _num(0.5, ge=0, lt=1)
+    activation: Literal["relu", "elu", "tanh", "leaky_relu"] = "relu"
+    heads: int = _num(8, ge=1)
+    output_heads: int = _num(1, ge=1)
+    attn_dropout: float = _num(0.6, ge=0, lt=1)
+    learn_edge_weight: bool = False
+    normalize: bool = False
+    head: Literal["softmax", "sigmoid"] = "softmax"
+    keyed_dropout: bool = False  # masks hashed from node ids: the masks a partitioned run draws
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """Optimizer and its hyper-parameters (momentum/nesterov: SGD; betas: Adam, AdamW)."""
+
+    name: Literal["sgd", "adam", "adamw"] = "adam"
+    lr: float = _num(0.01, gt=0)
+    weight_decay: float = _num(5e-4, ge=0)
+    momentum: float = _num(0.9, ge=0, lt=1)
+    nesterov: bool = False
+    betas: tuple[float, float] = _num((0.9, 0.999), ge=0, lt=1)
+    weight_decay_first_layer_only: bool = True
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The loop: ``patience=None`` disables early stopping, ``batch_size=None`` is full batch."""
+
+    epochs: int = _num(200, ge=1)
+    patience: int | None = _num(100, ge=1)
+    seed: int = _num(0, ge=0)
+    runs: int = _num(1, ge=1)
+    grad_clip_norm: float | None = _num(1.0, gt=0)
+    loss: Literal["cross_entropy", "bce", "mse"] = "cross_entropy"
+    batch_size: int | None = _num(None, ge=1)
+    # full batch computed on the rows the loss and scores read, and their neighbourhoods
+    # (run/field.py); "auto": when that is at most half the graph
+    receptive_field: bool | Literal["auto"] = "auto"
+
+
+@dataclass(frozen=True)
+class SparseConfig:
+    """A matrix stays sparse while its density (nnz / size) is <= ``sparsity_threshold``.
+    Kernels run on ``threads`` cores (None: $MGSPARSE_NUM_THREADS, else every core allowed)."""
+
+    sparsity_threshold: float = _num(0.1, ge=0, le=1)
+    threads: int | None = _num(None, ge=1)
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """Neighbour-sampled mini-batches (a graph model with ``train.batch_size`` set).
+
+    ``fanouts``: in-neighbours drawn per target node, one entry per layer from the input
+    layer up (-1: all of them); ``max_batch_nnz``: cap on the stored entries of a batch's
+    blocks (batches are cut smaller to stay under it); ``eval_chunk_size``: rows per chunk
+    of the exact layer-wise evaluation over the whole graph.
+    """
+
+    fanouts: tuple[int, ...] = _num((25, 10), ge=-1)
+    max_batch_nnz: int | None = _num(None, ge=1)
+    eval_chunk_size: int = _num(8192, ge=1)
+
+
+@dataclass(frozen=True)
+class MonitorConfig:
+    """Live monitoring: tracemalloc on/off, the memory budget, table refresh period.
+
+    ``memory_budget_mb``: "auto" is half the memory available when the run starts, null is no
+    limit. Operands are placed within it, and a run that passes 80% of it falls back to sparse.
+    """
+
+    memory: bool = True
+    memory_budget_mb: float | Literal["auto"] | None = _num("auto", gt=0)
+    log_every: int = _num(10, ge=1)
+
+
+SECTIONS: dict[str, type] = {
+    "dataset": DatasetConfig, "model": ModelConfig, "optim": OptimConfig,
+    "train": TrainConfig, "sparse": SparseConfig, "sampler": SamplerConfig,
+    "monitor": MonitorConfig,
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole resolved run configuration; ``source`` names where it came from."""
+
+    dataset: DatasetConfig
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    sparse: SparseConfig = field(default_factory=SparseConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    monitor: MonitorConfig = field(default_factory=MonitorConfig)
+    source: str = field(default="<dict>", compare=False)
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        """Every section with every key resolved (JSON-ready; `config_from_dict` inverts it)."""
+        return {name: {key: list(value) if isinstance(value, tuple) else value
+                       for key, value in dataclasses.asdict(getattr(self, name)).items()}
+                for name in SECTIONS}

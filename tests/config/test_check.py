@@ -1,0 +1,141 @@
+"""Checking a config: each value against its type and range, and the rules across sections.
+A bad config is one ConfigError line naming the key and where it was written."""
+
+from __future__ import annotations
+
+import pytest
+
+from mgsparse.config import load_config
+from tests.config import HEADER, config_error, write
+
+# ---------------------------------------------------------------- the table of bad configs
+
+# (YAML text, line the message must name, text the message must contain)
+BAD_CONFIGS = [
+    pytest.param(HEADER + "optim:\n  lr: -0.01\n", 5,
+                 "optim.lr must be > 0 (got -0.01)", id="lr-negative"),
+    pytest.param(HEADER + "optim:\n  name: adam\n  lr: 0\n", 6,
+                 "optim.lr must be > 0 (got 0)", id="lr-zero"),
+    pytest.param(HEADER + "optim:\n  lr: fast\n", 5,
+                 "optim.lr must be a number (got 'fast')", id="lr-string"),
+    pytest.param(HEADER + "optim:\n  weight_decay: -5e-4\n", 5,
+                 "optim.weight_decay must be >= 0 (got -0.0005)", id="weight-decay-negative"),
+    pytest.param(HEADER + "optim:\n  momentum: 1.0\n", 5,
+                 "optim.momentum must be in [0, 1) (got 1.0)", id="momentum-one"),
+    pytest.param(HEADER + "optim:\n  betas: [0.9]\n", 5,
+                 "optim.betas must be a list of 2 numbers (got a list)", id="betas-length"),
+    pytest.param(HEADER + "optim:\n  betas: [0.9, 1.5]\n", 5,
+                 "optim.betas[1] must be in [0, 1) (got 1.5)", id="betas-range"),
+    pytest.param(HEADER + "optim:\n  name: adma\n", 5,
+                 "optim.name must be one of 'sgd', 'adam', 'adamw' (got 'adma'); "
+                 "did you mean 'adam'?", id="optim-name-typo"),
+    pytest.param(HEADER + "optim:\n  lrr: 0.1\n", 5,
+                 "unknown key optim.lrr; did you mean 'lr'?", id="unknown-key-typo"),
+    pytest.param(HEADER + "\noptimizer:\n  lr: 0.1\n", 5,
+                 "unknown section optimizer; did you mean 'optim'?", id="unknown-section"),
+    pytest.param(HEADER + "train:\n  epochs: true\n", 5,
+                 "train.epochs must be an integer (got true)", id="epochs-bool"),
+    pytest.param(HEADER + "train:\n  epochs: 0\n", 5,
+                 "train.epochs must be >= 1 (got 0)", id="epochs-zero"),
+    pytest.param(HEADER + "train:\n  seed: 1\n  epochs: 1.5\n", 6,
+                 "train.epochs must be an integer (got 1.5)", id="epochs-fraction"),
+    pytest.param(HEADER + "train:\n  patience: 0\n", 5,
+                 "train.patience must be >= 1 or null (got 0)", id="patience-zero"),
+    pytest.param(HEADER + "train:\n  grad_clip_norm: 0\n", 5,
+                 "train.grad_clip_norm must be > 0 or null (got 0)", id="clip-zero"),
+    pytest.param(HEADER + "train:\n  loss: hinge\n", 5,
+                 "train.loss must be one of 'cross_entropy', 'bce', 'mse' (got 'hinge')",
+                 id="loss-unknown"),
+    pytest.param(HEADER + "sampler:\n  fanouts: [0, 5]\n", 5,
+                 "sampler.fanouts entries must be >= 1 or -1 (all neighbours), got [0, 5]",
+                 id="fanout-zero"),
+    pytest.param(HEADER + "train:\n  batch_size: 32\nsampler:\n  fanouts: [10]\n", 7,
+                 "sampler.fanouts needs one entry per layer (2), got [10]",
+                 id="fanouts-per-layer"),
+    pytest.param(HEADER + "model:\n  head: sigmoid\n  kind: mlp\n", 2,
+                 "train.loss 'cross_entropy' does not fit model.head 'sigmoid'",
+                 id="loss-head-mismatch"),
+    pytest.param(HEADER + "model:\n  dropout: 1.0\n", 5,
+                 "model.dropout must be in [0, 1) (got 1.0)", id="dropout-one"),
+    pytest.param(HEADER + "model:\n  dropout: -0.1\n", 5,
+                 "model.dropout must be in [0, 1) (got -0.1)", id="dropout-negative"),
+    pytest.param(HEADER + "model:\n  hidden: '16'\n", 5,
+                 "model.hidden must be an integer (got '16')", id="hidden-quoted"),
+    pytest.param(HEADER + "model:\n  hiden: 16\n", 5,
+                 "unknown key model.hiden; did you mean 'hidden'?", id="hidden-typo"),
+    pytest.param(HEADER + "model:\n  kind: gnc\n", 5,
+                 "(got 'gnc'); did you mean 'gcn'?", id="kind-typo"),
+    pytest.param(HEADER + "model: 16\n", 4,
+                 "model must be a mapping of keys (got 16)", id="section-not-mapping"),
+    pytest.param("# no name\n\ndataset:\n  root: data\n", 3,
+                 "dataset.name is required (one of cora, citeseer, pubmed", id="name-missing"),
+    pytest.param("model:\n  hidden: 16\n", 1,
+                 "dataset.name is required", id="dataset-section-missing"),
+    pytest.param("dataset:\n  name: imagenet\n", 2,
+                 "dataset.name must be one of 'cora'", id="name-unknown"),
+    pytest.param("dataset:\n  name: Cora\n", 2,
+                 "(got 'Cora'); did you mean 'cora'?", id="name-capitalised"),
+    pytest.param(HEADER + "  homophily: 1.2\n", 4,
+                 "dataset.homophily must be in [0, 1] (got 1.2)", id="homophily-range"),
+    pytest.param(HEADER + "  normalize_features: 1\n", 4,
+                 "dataset.normalize_features must be true or false (got 1)", id="bool-as-int"),
+    pytest.param(HEADER + "  root: ''\n", 4,
+                 "dataset.root must be a non-empty string or null (got '')", id="root-empty"),
+    pytest.param(HEADER + "  name: citeseer\n", 4,
+                 "duplicate key dataset.name (first set on line 3)", id="duplicate-key"),
+    pytest.param("dataset:\n  name: moons\n  num_val: 100\n  num_test: 100\n", 1,
+                 "model.kind 'gcn' needs a graph", id="moons-needs-mlp"),
+    pytest.param("dataset:\n  name: moons\n  num_samples: 100\nmodel:\n  kind: mlp\n", 1,
+                 "dataset.num_val + dataset.num_test (1500) leave no training samples",
+                 id="moons-split-too-big"),
+    pytest.param(HEADER + "sparse:\n  sparsity_threshold: 1.5\n", 5,
+                 "sparse.sparsity_threshold must be in [0, 1] (got 1.5)", id="threshold-range"),
+    pytest.param(HEADER + "monitor:\n  memory: yes please\n", 5,
+                 "monitor.memory must be true or false (got 'yes please')", id="memory-string"),
+    pytest.param(HEADER + "monitor:\n  memory_budget_mb: .inf\n", 5,
+                 "monitor.memory_budget_mb must be a finite number or 'auto' or null (got .inf)", id="budget-inf"),
+    pytest.param(HEADER + "monitor:\n  log_every: 0\n", 5,
+                 "monitor.log_every must be >= 1 (got 0)", id="log-every-zero"),
+]
+
+
+@pytest.mark.parametrize("text, line, expected", BAD_CONFIGS)
+def test_bad_config_names_key_and_line(tmp_path, text, line, expected):
+    path = write(tmp_path, text)
+    message = str(config_error(path))
+    assert message.startswith(f"{path}:{line}: "), message
+    assert expected in message
+
+
+def test_bad_config_table_is_large():
+    assert len(BAD_CONFIGS) >= 20
+
+def test_unknown_key_without_close_match_lists_the_known_keys(tmp_path):
+    path = write(tmp_path, HEADER + "sparse:\n  zzz: 1\n")
+    message = str(config_error(path))
+    assert message == f"{path}:5: unknown key sparse.zzz (known: sparsity_threshold, threads)"
+
+
+def test_null_is_allowed_only_where_documented(tmp_path):
+    config = load_config(write(tmp_path, HEADER + "train:\n  patience: null\n  "
+                                         "grad_clip_norm: null\n", "ok.yaml"))
+    assert (config.train.patience, config.train.grad_clip_norm) == (None, None)
+    message = str(config_error(write(tmp_path, HEADER + "train:\n  epochs: null\n")))
+    assert message.endswith(":5: train.epochs must be an integer (got null)")
+
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("optim.lr=-1", "--set optim.lr=-1: optim.lr must be > 0 (got -1)"),
+    ("optim.lr=abc", "--set optim.lr=abc: optim.lr must be a number (got 'abc')"),
+    ("optim.lrr=0.1", "--set optim.lrr=0.1: unknown key optim.lrr; did you mean 'lr'?"),
+    ("optimm.lr=0.1", "--set optimm.lr=0.1: unknown section optimm; did you mean 'optim'?"),
+    ("lr=0.1", "--set lr=0.1: expected section.key=value, e.g. --set optim.lr=0.005"),
+    ("optim.lr", "--set optim.lr: expected section.key=value, e.g. --set optim.lr=0.005"),
+    ("optim.betas=[0.9", "--set optim.betas=[0.9: invalid YAML: expected ',' or ']'"),
+    ("train.epochs=", "--set train.epochs=: train.epochs must be an integer (got null)"),
+])
+def test_bad_override_names_the_option(tmp_path, override, expected):
+    message = str(config_error(write(tmp_path, HEADER, "ok.yaml"), (override,)))
+    assert message.startswith(expected), message
+
