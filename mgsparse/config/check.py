@@ -176,8 +176,15 @@ def _check_data(config: Config, where: Where) -> None:
 
 
 def _check_held_out(data: DatasetConfig, where: Where) -> None:
-    """A point cloud's held-out samples leave some to train on."""
+    """Where ``num_val`` is read (a random split of a graph, a point cloud) it must hold a
+    row: the validation rows score every epoch and choose the best one, so none at all
+    would fail at the first evaluation."""
     points = is_points(data.name)
+    if data.num_val == 0 and (points or data.split == "random"):
+        reads = f"for point cloud {data.name!r}" if points else "with dataset.split: random"
+        rows = "points" if points else "nodes"
+        raise ConfigError(f"{where(('dataset', 'num_val'))}: dataset.num_val must be >= 1 "
+                          f"{reads} (got 0): the validation {rows} choose the best epoch")
     if points and data.num_val + data.num_test >= data.num_samples:
         raise ConfigError(f"{where(('dataset', 'num_test'))}: dataset.num_val + "
                           f"dataset.num_test ({data.num_val + data.num_test}) leave no "
@@ -207,8 +214,18 @@ def _check_sampling(config: Config, where: Where) -> None:
 
 
 def _check_loss(config: Config, where: Where) -> None:
-    """A point cloud's loss fits its head."""
-    loss, head = config.train.loss, config.model.head
+    """Graph tasks (full batch, field, sampled, partitioned) all train with softmax
+    cross-entropy: a graph run with another loss or head would silently train that one
+    while metrics.json recorded the setting, so it is refused. Point clouds pair them."""
+    data, loss, head = config.dataset, config.train.loss, config.model.head
+    if not is_points(data.name) and loss != "cross_entropy":
+        raise ConfigError(f"{where(('train', 'loss'))}: train.loss {loss!r} is for point "
+                          f"clouds: graph tasks train with cross_entropy (dataset "
+                          f"{data.name!r}; set loss: cross_entropy)")
+    if not is_points(data.name) and head != "softmax":
+        raise ConfigError(f"{where(('model', 'head'))}: model.head {head!r} is for point "
+                          f"clouds: graph tasks train with cross_entropy on a softmax head "
+                          f"(dataset {data.name!r}; set head: softmax)")
     if (loss, head) in (("bce", "softmax"), ("cross_entropy", "sigmoid")):
         raise ConfigError(f"{where(('train', 'loss'))}: train.loss {loss!r} does not "
                           f"fit model.head {head!r} (bce goes with sigmoid, "

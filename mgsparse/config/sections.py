@@ -32,7 +32,8 @@ class DatasetConfig:
     """Which graph (or point cloud) to load and how to split it.
 
     ``num_val``/``num_test`` are node counts for the random split and held-out sample
-    counts for moons/circles/blobs; the ``num_nodes``…``homophily`` keys shape the
+    counts for moons/circles/blobs (``num_val`` at least 1 where it is read: the validation
+    rows choose the best epoch); the ``num_nodes``…``homophily`` keys shape the
     synthetic stochastic block model, ``noise``/``num_samples`` the point clouds;
     ``edges``…``test_nodes`` name the user's files for ``name: csv``.
     """
@@ -76,7 +77,7 @@ class ModelConfig:
     attn_dropout: float = _num(0.6, ge=0, lt=1)
     learn_edge_weight: bool = False
     normalize: bool = False
-    head: Literal["softmax", "sigmoid"] = "softmax"
+    head: Literal["softmax", "sigmoid"] = "softmax"  # sigmoid: point clouds only
     keyed_dropout: bool = False  # masks hashed from node ids: the masks a partitioned run draws
 
 
@@ -95,7 +96,11 @@ class OptimConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """The loop: ``patience=None`` disables early stopping, ``batch_size=None`` is full batch."""
+    """The loop: ``patience=None`` disables early stopping, ``batch_size=None`` is full batch.
+
+    ``loss`` (with ``model.head``) is a point-cloud choice: graph tasks train with
+    cross_entropy on a softmax head, and any other setting on a graph is a config error.
+    """
 
     epochs: int = _num(200, ge=1)
     patience: int | None = _num(100, ge=1)

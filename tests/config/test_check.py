@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from mgsparse.config import load_config
+from mgsparse.config import config_from_dict, load_config
+from mgsparse.errors import ConfigError
 from tests.config import HEADER, config_error, write
+from tests.conftest import one_line_error
 
 # ---------------------------------------------------------------- the table of bad configs
 
@@ -52,9 +54,23 @@ BAD_CONFIGS = [
     pytest.param(HEADER + "train:\n  batch_size: 32\nsampler:\n  fanouts: [10]\n", 7,
                  "sampler.fanouts needs one entry per layer (2), got [10]",
                  id="fanouts-per-layer"),
-    pytest.param(HEADER + "model:\n  head: sigmoid\n  kind: mlp\n", 2,
+    pytest.param("dataset:\n  name: moons\n  num_val: 100\n  num_test: 100\nmodel:\n"
+                 "  head: sigmoid\n  kind: mlp\n", 1,
                  "train.loss 'cross_entropy' does not fit model.head 'sigmoid'",
                  id="loss-head-mismatch"),
+    pytest.param(HEADER + "model:\n  head: sigmoid\n  kind: mlp\n", 5,
+                 "model.head 'sigmoid' is for point clouds: graph tasks train with "
+                 "cross_entropy on a softmax head (dataset 'cora'; set head: softmax)",
+                 id="graph-head-sigmoid"),
+    pytest.param(HEADER + "train:\n  loss: mse\n", 5,
+                 "train.loss 'mse' is for point clouds: graph tasks train with cross_entropy "
+                 "(dataset 'cora'; set loss: cross_entropy)", id="graph-loss-mse"),
+    pytest.param(HEADER + "  split: random\n  num_val: 0\n", 5,
+                 "dataset.num_val must be >= 1 with dataset.split: random (got 0): the "
+                 "validation nodes choose the best epoch", id="random-split-no-validation"),
+    pytest.param("dataset:\n  name: moons\n  num_val: 0\nmodel:\n  kind: mlp\n", 3,
+                 "dataset.num_val must be >= 1 for point cloud 'moons' (got 0): the "
+                 "validation points choose the best epoch", id="moons-no-validation"),
     pytest.param(HEADER + "model:\n  dropout: 1.0\n", 5,
                  "model.dropout must be in [0, 1) (got 1.0)", id="dropout-one"),
     pytest.param(HEADER + "model:\n  dropout: -0.1\n", 5,
@@ -138,4 +154,66 @@ def test_null_is_allowed_only_where_documented(tmp_path):
 def test_bad_override_names_the_option(tmp_path, override, expected):
     message = str(config_error(write(tmp_path, HEADER, "ok.yaml"), (override,)))
     assert message.startswith(expected), message
+
+
+# ---------------------------------------------------------------- what a run reads
+
+KARATE = "dataset:\n  name: karate\n"
+
+
+@pytest.mark.parametrize("overrides, option", [
+    (("train.loss=mse",), "train.loss=mse"),
+    (("model.head=sigmoid", "train.loss=bce"), "train.loss=bce"),
+    (("model.head=sigmoid", "train.loss=mse"), "train.loss=mse"),
+    (("model.head=sigmoid", "train.loss=mse", "model.kind=mlp"), "train.loss=mse"),
+    (("model.head=sigmoid", "train.loss=mse", "train.batch_size=8", "sampler.fanouts=[5, 5]"),
+     "train.loss=mse"),
+    (("model.head=sigmoid",), "model.head=sigmoid"),
+], ids=["mse", "sigmoid-bce", "sigmoid-mse", "mlp", "sampled", "sigmoid"])
+def test_graph_tasks_refuse_a_loss_or_head_they_would_not_apply(tmp_path, overrides, option):
+    """Every graph task (full batch, field, sampled, MLP on the features) trains softmax
+    cross-entropy and reads neither key: another setting is refused, not recorded as run."""
+    message = str(config_error(write(tmp_path, KARATE, "ok.yaml"), overrides))
+    key = option.partition("=")[0]
+    assert message.startswith(f"--set {option}: {key} "), message
+    assert "is for point clouds: graph tasks train with cross_entropy" in message
+
+
+def test_point_clouds_keep_their_losses_and_heads():
+    for loss, head in (("bce", "sigmoid"), ("mse", "sigmoid"), ("mse", "softmax"),
+                       ("cross_entropy", "softmax")):
+        config = config_from_dict({"dataset": {"name": "moons", "num_val": 100, "num_test": 100},
+                                   "model": {"kind": "mlp", "head": head},
+                                   "train": {"loss": loss}})
+        assert (config.train.loss, config.model.head) == (loss, head)
+
+
+def test_num_val_zero_is_refused_only_where_it_is_read(tmp_path):
+    for split in ("public", "full"):  # the dataset's own split: num_val is not read
+        config = config_from_dict({"dataset": {"name": "karate", "split": split, "num_val": 0}})
+        assert config.dataset.num_val == 0
+    for name in ("karate", "synthetic", "cora"):
+        with pytest.raises(ConfigError, match=r"^<dict>: dataset.num_val must be >= 1 with "
+                                              r"dataset.split: random \(got 0\)"):
+            config_from_dict({"dataset": {"name": name, "split": "random", "num_val": 0}})
+    for name in ("moons", "circles", "blobs"):
+        with pytest.raises(ConfigError, match=f"for point cloud '{name}' \\(got 0\\)"):
+            config_from_dict({"dataset": {"name": name, "num_val": 0},
+                              "model": {"kind": "mlp"}})
+    config = load_config(write(tmp_path, KARATE + "  split: random\n  num_val: 1\n", "ok.yaml"))
+    assert config.dataset.num_val == 1
+
+
+@pytest.mark.parametrize("text, needle", [
+    (KARATE + "  split: random\n  num_train_per_class: 2\n  num_val: 0\n  num_test: 10\n",
+     ":5: dataset.num_val must be >= 1"),
+    (KARATE + "model:\n  head: sigmoid\ntrain:\n  loss: bce\n", ":6: train.loss 'bce'"),
+], ids=["num-val-zero", "graph-bce"])
+def test_the_cli_refuses_them_before_training_with_exit_2(cli, tmp_path, text, needle):
+    path = write(tmp_path, text)
+    out = tmp_path / "out"
+    result = cli("train", path, "--epochs", 2, "--out", out)
+    line = one_line_error(result, 2, f"{path}{needle}")
+    assert "graph tasks train with cross_entropy" in line or "validation nodes" in line
+    assert not (out / "metrics.json").exists()
 
