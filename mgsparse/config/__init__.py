@@ -115,6 +115,8 @@ def _apply_override(data: dict, text: str, where: Where) -> None:
 # ---------------------------------------------------------------- public entry points
 
 def _build(data: Any, where: Where, overrides: Sequence[str]) -> Config:
+    """Overrides applied, then every section built in file order (defaults for the rest),
+    then the rules across sections: the first problem found is the error."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where(())}: top level must be a mapping of sections "
                           f"(got {show(data)})")

@@ -111,28 +111,34 @@ def check_value(value: Any, hint: Any, meta: Mapping[str, Any], key: str) -> Any
         or_null = "".join(f" or {word!r}" for word in typing.get_args(words) if words)
     or_null += " or null" if nullable else ""
     if typing.get_origin(hint) is tuple:
-        item_hints = typing.get_args(hint)
-        if item_hints[-1:] == (Ellipsis,):  # tuple[int, ...]: a non-empty list of any length
-            if not isinstance(value, list) or not value:
-                raise ConfigError(f"{key} must be a non-empty list of numbers{or_null} "
-                                  f"(got {show(value)})")
-            item_hints = item_hints[:1] * len(value)
-        if not isinstance(value, list) or len(value) != len(item_hints):
-            raise ConfigError(f"{key} must be a list of {len(item_hints)} numbers{or_null} "
-                              f"(got {show(value)})")
-        checked = []
-        for index, (item, item_hint) in enumerate(zip(value, item_hints)):
-            try:
-                checked.append(_check_scalar(item, item_hint, meta))
-            except Bad as bad:
-                raise ConfigError(f"{key}[{index}] must be {bad.expected} "
-                                  f"(got {show(bad.value)})") from None
-        return tuple(checked)
+        return _check_list(value, typing.get_args(hint), meta, key, or_null)
     try:
         return _check_scalar(value, hint, meta)
     except Bad as bad:
         raise ConfigError(f"{key} must be {bad.expected}{or_null} "
                           f"(got {show(bad.value)}){bad.hint}") from None
+
+
+def _check_list(value: Any, item_hints: tuple, meta: Mapping[str, Any], key: str,
+                or_null: str) -> tuple:
+    """A YAML list as a tuple, each item checked: ``tuple[float, float]`` is a pair,
+    ``tuple[int, ...]`` a non-empty list of any length."""
+    if item_hints[-1:] == (Ellipsis,):
+        if not isinstance(value, list) or not value:
+            raise ConfigError(f"{key} must be a non-empty list of numbers{or_null} "
+                              f"(got {show(value)})")
+        item_hints = item_hints[:1] * len(value)
+    if not isinstance(value, list) or len(value) != len(item_hints):
+        raise ConfigError(f"{key} must be a list of {len(item_hints)} numbers{or_null} "
+                          f"(got {show(value)})")
+    checked = []
+    for index, (item, item_hint) in enumerate(zip(value, item_hints)):
+        try:
+            checked.append(_check_scalar(item, item_hint, meta))
+        except Bad as bad:
+            raise ConfigError(f"{key}[{index}] must be {bad.expected} "
+                              f"(got {show(bad.value)})") from None
+    return tuple(checked)
 
 
 # ---------------------------------------------------------------- across sections
