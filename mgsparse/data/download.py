@@ -14,6 +14,11 @@
   ends the process as SIGTERM would have (see `sigterm_unwinds`);
 - a malformed URL is a ConfigError and a file that cannot be written a DataError, each one
   line naming the URL or path.
+
+Around it, what every downloading source (`mgsparse.data.sources`) needs: its base URL from
+argument, variable or default (`resolve_url`), a file's place under a URL or mirror folder
+(`source_of`), a hint when the host is unreachable (`mirror_hint`), and trust on first use for
+files nobody publishes a checksum of (`fetch_unpinned`, `record_sha256`, `recorded_sha256`).
 """
 
 from __future__ import annotations
