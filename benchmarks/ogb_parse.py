@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mgsparse.data import ogb
 from mgsparse.data.graph import undirected_edges
+from mgsparse.data.sources import ogb
 
 
 def csv_gz(array: np.ndarray, fmt: str) -> bytes:

@@ -1,4 +1,8 @@
-"""A processed `Graph` saved as one ``.npz`` and read back only if it is the one we wrote.
+"""Where downloaded datasets live, and a processed `Graph` saved as one ``.npz`` and read back
+only if it is the one we wrote.
+
+The root: ``root`` (config key ``dataset.root``), else ``MGSPARSE_DATA``, else ``./datasets``;
+each downloading source keeps one folder of its own under it (`resolve_root`, `folder_status`).
 
 Dense or CSR features, optional edge weights. The file carries a ``key`` (what it was built
 from: raw checksums, processing version, options) and a ``digest`` (SHA-256 over every
@@ -10,6 +14,7 @@ cache. Loading never unpickles (``allow_pickle=False``).
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,8 +23,37 @@ import scipy.sparse as sp
 
 from mgsparse.data.atomic import atomic_write
 from mgsparse.data.graph import Graph
+from mgsparse.errors import DataError
 
 _MASKS = ("train_mask", "val_mask", "test_mask")
+ROOT_ENV = "MGSPARSE_DATA"
+DEFAULT_ROOT = "datasets"
+
+
+def resolve_root(root: str | Path | None = None) -> Path:
+    """Explicit argument > ``MGSPARSE_DATA`` > ``./datasets``; a DataError naming the setting
+    when that path, or the nearest part of it that exists, is a file and not a folder."""
+    chosen = Path(root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+    setting = ("dataset.root (--root)" if root else
+               ROOT_ENV if os.environ.get(ROOT_ENV) else "the default root")
+    try:
+        existing = next((p for p in (chosen, *chosen.parents) if p.exists()), None)
+        is_folder = existing is None or existing.is_dir()
+    except OSError as exc:  # e.g. a parent folder that may not be searched
+        raise DataError(f"{setting}={chosen}: cannot access it ({exc.strerror or exc})") from None
+    if not is_folder:
+        what = "is a file" if existing == chosen else f"lies under the file {existing}"
+        raise DataError(f"{setting}={chosen} {what}, not a folder; point it at a folder "
+                        "(it is created if missing)")
+    return chosen
+
+
+def folder_status(folder: Path, cached: bool) -> dict:
+    """`list_datasets`' row for a downloading source: whether its download is complete, the
+    bytes its folder takes on disk (raw and processed), and where it is."""
+    files = [p for p in folder.rglob("*") if p.is_file()] if folder.is_dir() else []
+    return {"cached": cached, "size_bytes": sum(p.stat().st_size for p in files),
+            "path": str(folder)}
 
 
 def graph_arrays(graph: Graph) -> dict[str, np.ndarray]:

@@ -14,6 +14,11 @@
   ends the process as SIGTERM would have (see `sigterm_unwinds`);
 - a malformed URL is a ConfigError and a file that cannot be written a DataError, each one
   line naming the URL or path.
+
+Around it, what every downloading source (`mgsparse.data.sources`) needs: its base URL from
+argument, variable or default (`resolve_url`), a file's place under a URL or mirror folder
+(`source_of`), a hint when the host is unreachable (`mirror_hint`), and trust on first use for
+files nobody publishes a checksum of (`fetch_unpinned`, `record_sha256`, `recorded_sha256`).
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ import hashlib
 import os
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import ParseResult, urlparse
 from urllib.request import url2pathname
@@ -85,6 +91,36 @@ def local_path(url_or_path: str | Path) -> Path:
     return Path(text)
 
 
+def resolve_url(url: str | None, env: str, default: str) -> str:
+    """A source's base: explicit argument (config ``dataset.url``) > the variable ``env`` >
+    ``default``; a malformed one is a ConfigError naming the setting it came from."""
+    chosen = url or os.environ.get(env) or default
+    try:
+        parse_url(chosen)
+    except ConfigError as exc:
+        setting = "dataset.url (--url)" if url else env
+        raise ConfigError(f"{setting}: {exc}") from None
+    return chosen
+
+
+def source_of(base: str, filename: str) -> str:
+    """The file's URL under an http(s) base, or its path under a mirror folder."""
+    if is_remote(base):
+        return base.rstrip("/") + "/" + filename
+    return str(local_path(base) / filename)
+
+
+@contextmanager
+def mirror_hint(hint: str) -> Iterator[None]:
+    """A DownloadError that could not reach its host gains ``hint`` (how to use a mirror)."""
+    try:
+        yield
+    except DownloadError as exc:
+        if getattr(exc, "unreachable", False):
+            raise type(exc)(f"{exc}; {hint}") from exc
+        raise
+
+
 # --- fetch ----------------------------------------------------------------------------------------
 
 def fetch(url_or_path: str | Path, dest: Path, sha256: str, *, progress: Progress | None = None,
@@ -140,6 +176,50 @@ def _fetch_to_temp(source: str | Path, dest: Path, sha256: str, progress: Progre
             tmp.unlink(missing_ok=True)
 
 
+def fetch_unpinned(url_or_path: str, dest: Path, max_bytes: int,
+                   progress: Progress | None = None, *, timeout: tuple[float, float] = (5, 30),
+                   retries: int = 3, backoff: float = 0.5) -> Path:
+    """`fetch` for a file whose checksum nobody knows yet (trust on first use): the same
+    retries, timeouts, size cap, progress, SIGTERM cleanup and atomic rename, without the
+    comparison. The caller checks the file's content, then `record_sha256` pins it."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = new_temp_file(dest.parent, f".{dest.name}.", ".part")
+    try:
+        with sigterm_unwinds(), os.fdopen(fd, "wb") as out:
+            if is_remote(url_or_path):
+                _download(url_or_path, out, dest.name, progress, max_bytes, timeout, retries,
+                          backoff)
+            else:
+                _copy(local_path(url_or_path), out, dest.name, progress, max_bytes)
+        os.replace(tmp, dest)
+    except OSError as exc:
+        raise DataError(f"cannot write {exc.filename or dest}: {exc.strerror or exc}; check "
+                        "that the folder is writable and the disk not full") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    return dest
+
+
+def recorded_sha256(path: Path) -> str | None:
+    """The SHA-256 recorded on first use beside ``path`` (``sha256sum`` format), or None."""
+    record = path.with_name(path.name + ".sha256")
+    try:
+        text = record.read_text(encoding="ascii").split()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text[0] if text and re.fullmatch(r"[0-9a-f]{64}", text[0]) else None
+
+
+def record_sha256(path: Path) -> None:
+    """Pin ``path``'s SHA-256 in ``<path>.sha256``: later fetches must match it."""
+    record = path.with_name(path.name + ".sha256")
+    try:
+        record.write_text(f"{sha256_file(path)}  {path.name}\n", encoding="ascii")
+    except OSError as exc:
+        raise DataError(f"cannot record the checksum in {record}: {exc.strerror or exc}; "
+                        "check that the folder is writable") from None
+
+
 def probe(url_or_path: str, timeout: tuple[float, float] = (5, 30)) -> bool:
     """Whether the source has the file (HTTP HEAD, or a stat for a folder mirror)."""
     if not is_remote(url_or_path):
@@ -190,7 +270,7 @@ def _copy(source: Path, out, name: str, progress: Progress | None,
     if not source.is_file():
         raise DownloadError(f"{name} not found in mirror folder {source.parent}")
     try:
-        src = open(source, "rb")
+        src = open(source, "rb")  # noqa: SIM115 -- closed by the `with src` below
     except OSError as exc:
         raise DownloadError(f"cannot read {source}: {exc.strerror or exc}") from None
     with src:

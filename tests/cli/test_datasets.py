@@ -9,9 +9,9 @@ import pytest
 
 from mgsparse import catalog
 from mgsparse.config import DatasetConfig
-from mgsparse.data import ogb, planetoid
+from mgsparse.data.sources import ogb, planetoid
 from tests.conftest import REPO_ROOT, one_line_error
-from tests.data.test_ogb import TINY, tiny_members, zip_bytes
+from tests.data.sources.test_ogb import TINY, tiny_members, zip_bytes
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from mgsparse.data import planetoid
+from mgsparse.data.sources import planetoid
 from tests.conftest import SHARED_PLANETOID, require_real_data, serve  # noqa: F401
 
 

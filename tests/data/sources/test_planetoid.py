@@ -12,8 +12,8 @@ import socket
 import numpy as np
 import pytest
 
-from mgsparse.data import planetoid
 from mgsparse.data.cache import load_graph
+from mgsparse.data.sources import planetoid
 from mgsparse.errors import ChecksumError, ConfigError, DataError, DownloadError
 from tests.data.conftest import tiny_planetoid_files
 

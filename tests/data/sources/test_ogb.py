@@ -10,10 +10,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from mgsparse.data import ogb
+from mgsparse.data.sources import ogb
 from mgsparse.errors import ChecksumError, ConfigError, DataError, DownloadError
-
-from .conftest import sha256
+from tests.data.conftest import sha256
 
 # 6 nodes in two triangles, listed as directed edges with a reverse duplicate (1->0) and a
 # self loop (2->2); features 3-wide, 2 classes, split train {0,3} / valid {1,4} / test {2,5}.

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import os
 import re
 import warnings
 import zipfile
@@ -56,12 +55,12 @@ from pathlib import Path
 import numpy as np
 
 from mgsparse.data import download as dl
-from mgsparse.data.atomic import new_temp_file, sigterm_unwinds
-from mgsparse.data.cache import cached_graph
+from mgsparse.data.cache import cached_graph, folder_status, resolve_root
+from mgsparse.data.download import recorded_sha256, source_of
 from mgsparse.data.graph import Graph, undirected_edges
-from mgsparse.data.planetoid import resolve_root, source_of
-from mgsparse.data.transforms import SPLITS, apply_normalize, apply_split, index_to_mask
-from mgsparse.errors import ConfigError, DataError, DownloadError
+from mgsparse.data.sources import Source, check_split, finish
+from mgsparse.data.transforms import index_to_mask
+from mgsparse.errors import ConfigError, DataError
 
 DEFAULT_URL = "https://snap.stanford.edu/ogb/data/nodeproppred/"
 URL_ENV = "MGSPARSE_OGB_URL"
@@ -114,15 +113,8 @@ def check_name(name: str) -> OgbSpec:
 
 
 def resolve_url(url: str | None = None) -> str:
-    """Explicit argument > ``MGSPARSE_OGB_URL`` > OGB's server; a malformed one is a
-    ConfigError naming the setting it came from."""
-    chosen = url or os.environ.get(URL_ENV) or DEFAULT_URL
-    try:
-        dl.parse_url(chosen)
-    except ConfigError as exc:
-        setting = "dataset.url (--url)" if url else URL_ENV
-        raise ConfigError(f"{setting}: {exc}") from None
-    return chosen
+    """Explicit argument > ``MGSPARSE_OGB_URL`` > OGB's server."""
+    return dl.resolve_url(url, URL_ENV, DEFAULT_URL)
 
 
 def dataset_dir(name: str, root: str | Path | None = None) -> Path:
@@ -131,16 +123,6 @@ def dataset_dir(name: str, root: str | Path | None = None) -> Path:
 
 def archive_path(name: str, root: str | Path | None = None) -> Path:
     return dataset_dir(name, root) / "raw" / f"{check_name(name).download_name}.zip"
-
-
-def recorded_sha256(archive: Path) -> str | None:
-    """The SHA-256 recorded on first use (``sha256sum`` format), or None."""
-    record = archive.with_name(archive.name + ".sha256")
-    try:
-        text = record.read_text(encoding="ascii").split()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return text[0] if text and re.fullmatch(r"[0-9a-f]{64}", text[0]) else None
 
 
 # --- download: trust on first use -------------------------------------------------------------
@@ -152,52 +134,19 @@ def download(name: str, root: str | Path | None = None, url: str | None = None,
     dest = archive_path(spec.name, root)
     source = source_of(resolve_url(url), dest.name)
     recorded = recorded_sha256(dest)
-    try:
+    with dl.mirror_hint(MIRROR_HINT):
         if recorded is not None:  # the cache, or a fresh download, must be the first archive
             return dl.fetch(source, dest, recorded, progress=progress,
                             max_bytes=spec.max_bytes, **FETCH_OPTIONS)
         if not dest.is_file():
-            _fetch_unpinned(source, dest, spec.max_bytes, progress)
-    except DownloadError as exc:
-        if getattr(exc, "unreachable", False):
-            raise type(exc)(f"{exc}; {MIRROR_HINT}") from exc
-        raise
+            dl.fetch_unpinned(source, dest, spec.max_bytes, progress, **FETCH_OPTIONS)
     try:
         check_archive(dest, spec)
     except DataError:
         dest.unlink(missing_ok=True)  # never keep, and never trust, a damaged first archive
         raise
-    record = dest.with_name(dest.name + ".sha256")
-    try:
-        record.write_text(f"{dl.sha256_file(dest)}  {dest.name}\n", encoding="ascii")
-    except OSError as exc:
-        raise DataError(f"cannot record the checksum in {record}: {exc.strerror or exc}; "
-                        "check that the folder is writable") from None
+    dl.record_sha256(dest)
     return dest
-
-
-def _fetch_unpinned(source: str, dest: Path, max_bytes: int,
-                    progress: dl.Progress | None) -> None:
-    """`download.fetch` for a file whose checksum nobody knows yet: the same retries, timeouts,
-    size cap, progress, SIGTERM cleanup and atomic rename, without the comparison.
-    (download.py is the place for this, as ``fetch(..., sha256=None)``; until it offers that,
-    this drives its two transfer helpers.)"""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = new_temp_file(dest.parent, f".{dest.name}.", ".part")
-    try:
-        with sigterm_unwinds(), os.fdopen(fd, "wb") as out:
-            if dl.is_remote(source):
-                opts = FETCH_OPTIONS
-                dl._download(source, out, dest.name, progress, max_bytes, opts["timeout"],
-                             opts["retries"], opts["backoff"])
-            else:
-                dl._copy(dl.local_path(source), out, dest.name, progress, max_bytes)
-        os.replace(tmp, dest)
-    except OSError as exc:
-        raise DataError(f"cannot write {exc.filename or dest}: {exc.strerror or exc}; check "
-                        "that the folder is writable and the disk not full") from None
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def check_archive(path: Path, spec: OgbSpec) -> None:
@@ -369,16 +318,32 @@ def load(name: str, root: str | Path | None = None, split: str = "public",
     """An OGB node-property dataset as a `Graph`: checked download, parse, official split
     ('public'; 'full' and 'random' as for Planetoid), optional row normalisation."""
     spec = check_name(name)
-    if split not in SPLITS:
-        raise ConfigError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+    check_split(split)
     download(spec.name, root, url, progress)
-    graph = apply_split(process(spec.name, root, directed), split, **split_kwargs)
-    return apply_normalize(graph) if normalize_features else graph
+    return finish(process(spec.name, root, directed), split, normalize_features, **split_kwargs)
 
 
 def cache_status(name: str, root: str | Path | None = None) -> dict:
     """Whether the checked archive is present, and the bytes the dataset takes on disk."""
-    folder, archive = dataset_dir(name, root), archive_path(name, root)
-    files = [p for p in folder.rglob("*") if p.is_file()] if folder.is_dir() else []
-    return {"cached": archive.is_file() and recorded_sha256(archive) is not None,
-            "size_bytes": sum(p.stat().st_size for p in files), "path": str(folder)}
+    archive = archive_path(name, root)
+    return folder_status(dataset_dir(name, root),
+                         archive.is_file() and recorded_sha256(archive) is not None)
+
+
+class Ogb(Source):
+    """The catalog's ``ogb`` source: the functions above (``directed`` from the section)."""
+
+    name = "ogb"
+    reads = ("root", "url", "split", "normalize_features", "directed")
+
+    def load(self, dataset, *, progress=None, **options) -> Graph:
+        return load(dataset, progress=progress, **options)
+
+    def download(self, dataset, *, root=None, url=None, progress=None) -> str:
+        archive = download(dataset, root=root, url=url, progress=progress)
+        sha = recorded_sha256(archive) or ""
+        return (f"{check_name(dataset).name}: {archive.name} checked (SHA-256 {sha[:16]}... "
+                f"recorded) in {archive.parent}")
+
+    def cache_status(self, dataset, root=None) -> dict:
+        return cache_status(dataset, root)

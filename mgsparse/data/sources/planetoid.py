@@ -26,22 +26,20 @@ equal the ones here.)
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 from mgsparse.catalog import DATASETS, PLANETOID_DATASETS
-from mgsparse.data.cache import cached_graph
-from mgsparse.data.download import Progress, fetch, is_remote, local_path
+from mgsparse.data import download as dl
+from mgsparse.data.cache import ROOT_ENV, cached_graph, folder_status, resolve_root  # noqa: F401
+from mgsparse.data.download import Progress, fetch, source_of
 from mgsparse.data.graph import Graph
-from mgsparse.data.planetoid_io import FILE_KEYS, read_planetoid
-from mgsparse.data.transforms import SPLITS, apply_normalize, apply_split
-from mgsparse.errors import ConfigError, DataError, DownloadError
+from mgsparse.data.sources import Source, check_split, finish
+from mgsparse.data.sources.planetoid_io import FILE_KEYS, read_planetoid
+from mgsparse.errors import ConfigError
 
 NAMES = {name: DATASETS[name].title for name in PLANETOID_DATASETS}  # cache folder names
 DEFAULT_URL = "https://github.com/kimiyoung/planetoid/raw/master/data/"
 URL_ENV = "MGSPARSE_PLANETOID_URL"
-ROOT_ENV = "MGSPARSE_DATA"
-DEFAULT_ROOT = "datasets"
 PROCESSED_VERSION = "1"  # bump when the processing changes, to invalidate cached .npz files
 FETCH_OPTIONS = {"timeout": (5.0, 30.0), "retries": 3, "backoff": 0.5}  # see download.fetch
 MIRROR_HINT = (f"to use a mirror, set {URL_ENV} (or the config key dataset.url) to a URL "
@@ -88,33 +86,8 @@ def check_name(name: str) -> str:
 
 
 def resolve_url(url: str | None = None) -> str:
-    """Explicit argument > ``MGSPARSE_PLANETOID_URL`` > the canonical repository; a malformed
-    URL is a ConfigError naming the setting it came from."""
-    chosen = url or os.environ.get(URL_ENV) or DEFAULT_URL
-    try:
-        is_remote(chosen)
-    except ConfigError as exc:
-        setting = "dataset.url (--url)" if url else URL_ENV
-        raise ConfigError(f"{setting}: {exc}") from None
-    return chosen
-
-
-def resolve_root(root: str | Path | None = None) -> Path:
-    """Explicit argument > ``MGSPARSE_DATA`` > ``./datasets``; a DataError naming the setting
-    when that path, or the nearest part of it that exists, is a file and not a folder."""
-    chosen = Path(root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
-    setting = ("dataset.root (--root)" if root else
-               ROOT_ENV if os.environ.get(ROOT_ENV) else "the default root")
-    try:
-        existing = next((p for p in (chosen, *chosen.parents) if p.exists()), None)
-        is_folder = existing is None or existing.is_dir()
-    except OSError as exc:  # e.g. a parent folder that may not be searched
-        raise DataError(f"{setting}={chosen}: cannot access it ({exc.strerror or exc})") from None
-    if not is_folder:
-        what = "is a file" if existing == chosen else f"lies under the file {existing}"
-        raise DataError(f"{setting}={chosen} {what}, not a folder; point it at a folder "
-                        "(it is created if missing)")
-    return chosen
+    """Explicit argument > ``MGSPARSE_PLANETOID_URL`` > the canonical repository."""
+    return dl.resolve_url(url, URL_ENV, DEFAULT_URL)
 
 
 def dataset_dir(name: str, root: str | Path | None = None) -> Path:
@@ -127,13 +100,6 @@ def raw_dir(name: str, root: str | Path | None = None) -> Path:
 
 def file_names(name: str) -> list[str]:
     return [f"ind.{check_name(name)}.{key}" for key in FILE_KEYS]
-
-
-def source_of(base: str, filename: str) -> str:
-    """The file's URL under an http(s) base, or its path under a mirror folder."""
-    if is_remote(base):
-        return base.rstrip("/") + "/" + filename
-    return str(local_path(base) / filename)
 
 
 # --- download -----------------------------------------------------------------------------------
@@ -171,15 +137,10 @@ def download(name: str, root: str | Path | None = None, url: str | None = None,
     """Make ``<root>/<Name>/raw/`` hold the eight verified raw files; return that folder."""
     key = check_name(name)
     base, folder = resolve_url(url), raw_dir(key, root)
-    sums = known_checksums(key)
-    try:
-        for filename, sha256 in sums.items():
+    with dl.mirror_hint(MIRROR_HINT):
+        for filename, sha256 in known_checksums(key).items():
             fetch(source_of(base, filename), folder / filename, sha256, progress=progress,
                   max_bytes=max_download_bytes(filename), **FETCH_OPTIONS)
-    except DownloadError as exc:
-        if getattr(exc, "unreachable", False):
-            raise type(exc)(f"{exc}; {MIRROR_HINT}") from exc
-        raise
     return folder
 
 
@@ -208,17 +169,30 @@ def load(name: str, root: str | Path | None = None, split: str = "public",
     """Cora, CiteSeer or PubMed as a `Graph`: verified download, safe parse, split, optional
     row normalisation of the features (see the module docstring for the numbers)."""
     key = check_name(name)
-    if split not in SPLITS:
-        raise ConfigError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+    check_split(split)
     download(key, root, url, progress)
-    graph = apply_split(process(key, root), split, **split_kwargs)
-    return apply_normalize(graph) if normalize_features else graph
+    return finish(process(key, root), split, normalize_features, **split_kwargs)
 
 
 def cache_status(name: str, root: str | Path | None = None) -> dict:
     """Whether all raw files are present, and the bytes the dataset takes on disk."""
-    folder = dataset_dir(name, root)
     raw = raw_dir(name, root)
-    files = [p for p in folder.rglob("*") if p.is_file()] if folder.is_dir() else []
-    return {"cached": all((raw / f).is_file() for f in file_names(name)),
-            "size_bytes": sum(p.stat().st_size for p in files), "path": str(folder)}
+    return folder_status(dataset_dir(name, root),
+                         all((raw / f).is_file() for f in file_names(name)))
+
+
+class Planetoid(Source):
+    """The catalog's ``planetoid`` source: the functions above."""
+
+    name = "planetoid"
+    reads = ("root", "url", "split", "normalize_features")
+
+    def load(self, dataset, *, progress=None, **options) -> Graph:
+        return load(dataset, progress=progress, **options)
+
+    def download(self, dataset, *, root=None, url=None, progress=None) -> str:
+        folder = download(dataset, root=root, url=url, progress=progress)
+        return f"{NAMES[check_name(dataset)]}: 8 files verified in {folder}"
+
+    def cache_status(self, dataset, root=None) -> dict:
+        return cache_status(dataset, root)

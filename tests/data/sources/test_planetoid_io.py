@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from mgsparse.data.planetoid_io import load_pickle, read_planetoid
+from mgsparse.data.sources.planetoid_io import load_pickle, read_planetoid
 from mgsparse.errors import DataError
 
 
