@@ -13,7 +13,7 @@ import scipy.sparse as sp
 
 from mgsparse.catalog import DATASETS, MODELS
 from mgsparse.config import Config, DatasetConfig, load_config, no_receptive_field
-from mgsparse.data import Graph, load_dataset, user
+from mgsparse.data import Graph, load_dataset, load_section, user
 from mgsparse.data.sampler import NeighborSampler
 from mgsparse.engine import Tensor, no_grad
 from mgsparse.nn import functional as F
@@ -28,21 +28,10 @@ from mgsparse.sparse import SparseTensor, as_operand
 
 
 def load_graph(ds: DatasetConfig, progress: Progress | None = None) -> Graph:
-    """The graph a config's dataset section names: Planetoid or OGB (downloaded), karate, a
-    synthetic SBM, or the user's own files (`load_config` made their paths absolute)."""
-    source = DATASETS[ds.name].source
-    if source == "files":
-        return user.load_csv_graph(**user.config_kwargs(ds), name=Path(ds.edges).parent.name)
-    kwargs: dict[str, Any] = {"directed": ds.directed} if source == "ogb" else {}
-    if source == "generated":  # the SBM, shaped by the dataset section
-        kwargs = dict(num_nodes=ds.num_nodes, num_classes=ds.num_classes,
-                      avg_degree=ds.avg_degree, homophily=ds.homophily,
-                      num_features=ds.num_features, seed=ds.seed)
-    if ds.split == "random":
-        kwargs.update(num_train_per_class=ds.num_train_per_class, num_val=ds.num_val,
-                      num_test=ds.num_test, seed=ds.seed)
-    return load_dataset(ds.name, root=ds.root, split=ds.split, url=ds.url,
-                        normalize_features=ds.normalize_features, progress=progress, **kwargs)
+    """The graph a config's dataset section names, through its source (`mgsparse.data.sources`):
+    Planetoid or OGB (downloaded), karate, a synthetic SBM, or the user's own files
+    (`load_config` made their paths absolute)."""
+    return load_section(ds, progress)
 
 
 def graph_for(target: str, root: str | Path | None = None, url: str | None = None,
