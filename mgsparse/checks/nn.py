@@ -22,9 +22,8 @@ from mgsparse.checks.case import Case, Size, each, leaf, normal, scalar_mean
 from mgsparse.checks.engine import op
 from mgsparse.engine import Tensor, Value
 from mgsparse.nn import functional as F
-from mgsparse.nn.conv import GCNConv, normalized_adjacency
 from mgsparse.nn.gat import GATConv
-from mgsparse.nn.models import GCN
+from mgsparse.nn.gcn import GCN, GCNConv, normalized_adjacency
 from mgsparse.nn.module import Module
 from mgsparse.nn.sage import SAGEConv
 

@@ -129,7 +129,7 @@ def partition_graph(config: Config, graph: Any, parts: int, out: str | Path,
     """`mgsparse partition`: Â exactly as single-process training builds it, split into
     `parts` folders under `out`; returns the manifest (edge cut, halos, bytes per epoch)."""
     from mgsparse.data.partition import write_partitions
-    from mgsparse.nn.conv import normalized_adjacency
+    from mgsparse.nn.gcn import normalized_adjacency
 
     norm_adj = normalized_adjacency(graph.edge_index, graph.num_nodes).to_scipy("csr")
     return write_partitions(graph, norm_adj, parts, out, method=method,

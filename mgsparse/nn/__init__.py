@@ -1,8 +1,14 @@
-"""Neural-network building blocks on the mgsparse engine: modules, layers, losses."""
+"""Neural-network building blocks on the mgsparse engine: modules, layers, losses.
+
+One module per architecture (`gcn`, `gat`, `sage`), each a layer with its block form and its
+model; `stack` the model shape they share; `block` the block-form protocol (read it before
+adding a layer). `GRAPH_LAYERS` lists every graph layer: tests/nn/test_layer_contract.py runs
+each one, and a subclass of each, through the contract that `nn/block.py` writes down.
+"""
 
 from mgsparse.nn import functional
-from mgsparse.nn.conv import GCNConv, normalized_adjacency
 from mgsparse.nn.gat import GAT, GATConv
+from mgsparse.nn.gcn import GCN, GCNConv, normalized_adjacency
 from mgsparse.nn.layers import (
     ELU,
     Dropout,
@@ -14,12 +20,14 @@ from mgsparse.nn.layers import (
     Tanh,
     glorot_,
 )
-from mgsparse.nn.models import GCN, MLP
 from mgsparse.nn.module import LoadResult, Module, ModuleList, Parameter, Sequential
 from mgsparse.nn.sage import GraphSAGE, SAGEConv
+from mgsparse.nn.stack import MLP
+
+GRAPH_LAYERS: tuple[type[Module], ...] = (GCNConv, GATConv, SAGEConv)
 
 __all__ = [
-    "ELU", "GAT", "GCN", "MLP", "Dropout", "GATConv", "GCNConv", "GraphSAGE", "Identity",
-    "LeakyReLU", "Linear", "LoadResult", "Module", "ModuleList", "Parameter", "ReLU", "SAGEConv",
-    "Sequential", "Sigmoid", "Tanh", "functional", "glorot_", "normalized_adjacency",
+    "ELU", "GAT", "GCN", "GRAPH_LAYERS", "MLP", "Dropout", "GATConv", "GCNConv", "GraphSAGE",
+    "Identity", "LeakyReLU", "Linear", "LoadResult", "Module", "ModuleList", "Parameter", "ReLU",
+    "SAGEConv", "Sequential", "Sigmoid", "Tanh", "functional", "glorot_", "normalized_adjacency",
 ]

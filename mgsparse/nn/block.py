@@ -1,23 +1,52 @@
-"""Graph layers on sampled blocks, and exact layer-wise inference over the whole graph.
+"""Graph layers on blocks: the block-form protocol every graph layer follows, the binding of a
+model's layers to the blocks of a batch or a receptive field, and exact layer-wise inference.
 
-A block (`mgsparse.data.sampler.Block`, read here by its attributes only: n_id, row, col,
-degree, num_targets) holds the sampled in-edges j → i of T target nodes from S ≥ T source
-nodes, targets first. Each layer gets the block as the rectangular operand it already knows
-how to multiply, so the layers' own forward code (and backward) runs unchanged:
+A block (`mgsparse.data.sampler.Block`; nn reads it by its attributes only and never imports
+data) is the (T, S) bipartite matrix of the in-edges j → i of T target nodes from S ≥ T sources:
 
-- GCN: Â_block (T, S), entry (i, j) = (deg_i / k_i) / sqrt(d_i d_j) for a sampled edge and
-  1 / d_i for the self loop, with d = full-graph in-degree + 1 and k_i the edges sampled for
-  i. This is the full graph's D^-1/2 (A + I) D^-1/2 with each row's neighbour part rescaled
-  by deg_i / k_i, so E[Â_block H] = Â H (an unbiased estimate of the full-batch layer) and
-  with all neighbours (k_i = deg_i) Â_block is exactly the rows of Â: mini-batch and full
-  batch agree to rounding. The block's own degrees would instead bias every node by its
-  sampled degree and make the training operator differ from the one used at evaluation.
-- GraphSAGE: the mean over the sampled neighbours, 1 / k_i per entry (the paper's setting).
-- GAT: the (H·T, H·S) attention pattern of the sampled edges plus self loops; the softmax
-  runs over each target's sampled in-edges.
+    n_id         (S,) whole-graph ids of the sources, the T targets first (source i < T is
+                 target i, so a layer's self/root term reads rows [:T] of its input)
+    row, col     (nnz,) local target and local source of each edge j → i, rows sorted
+    degree       (S,) each source's whole-graph in-degree (a gather: read it only if needed)
+    num_targets  T;  num_sampled (T,) the edges kept per target;  shape (T, S)
 
-The values are built from the block's index arrays (constants), so gradients reach the
-weights through the same SpMM / SDDMM / row_softmax backward passes as in full batch.
+**The block form.** A graph layer runs on blocks (receptive fields, sampled batches, layer-wise
+inference) through one method of its own:
+
+    on_block(self, block) -> Callable[[x], Tensor]
+
+It builds once, from the block's index arrays, whatever operand the layer multiplies by (GCN's
+Â rows, SAGE's neighbour mean, GAT's attention pattern; constants, so gradients reach only the
+weights and x) and returns a function of the S source rows x (S, F_in), dense or sparse, giving
+the T target rows (T, F_out). The function reads the parameters and `self.training` when it is
+called, not when bound: a field binds once and calls it every epoch. Under sampling (fanout k)
+the layer chooses its estimator (GCN rescales by deg/k, SAGE and GAT average or softmax over the
+kept edges; see each `on_block`). The contract, which tests/nn/test_layer_contract.py holds
+every layer of `mgsparse.nn.GRAPH_LAYERS` to, in float64:
+
+1. with every in-edge (fanout -1) the block form gives exactly the target rows of the
+   whole-graph `layer(x, edge_index)`, so a receptive field (run/field.py) computes the
+   whole-graph loss, gradients and scores;
+2. a 1- and a 2-layer stack of the layer give the same logits and parameter gradients on a
+   field as on the whole graph;
+3. the bound function passes gradcheck on a sampled rectangular block, for x and every
+   parameter.
+
+The whole-graph side of the contract: `Layer(in_features, out_features, rng=..., dtype=...)`
+and `forward(x, edge_index)`, messages flowing source → target (row 0 of edge_index), each
+node keeping its own term by default.
+
+A subclass of a shipped layer inherits its `on_block` (a subclass that changes the computation
+of `forward` overrides `on_block` too). A layer without one is named by `block_support(model)`,
+and binding it raises a one-line error naming the settings that train it on the whole graph.
+
+**Adding a layer** (three library files): its architecture module `nn/<name>.py` (the layer
+with `forward` and `on_block`; its model, a `StackedModel` that builds `self.convs`, taking
+`(in_features, hidden, num_classes, layers=, dropout=, activation=, rng=, ...)`); in
+`mgsparse/nn/__init__.py` the layer added to `GRAPH_LAYERS`, which enrols it in the contract
+test, and the model exported; a gradcheck case in `mgsparse/checks/nn.py` (the contract test
+fails without one). The model kind is then a row of the catalog's MODELS (builder = the
+model's name in `mgsparse.nn`).
 """
 
 from __future__ import annotations
@@ -30,10 +59,12 @@ import scipy.sparse as sp
 
 from mgsparse.engine import Tensor, no_grad
 from mgsparse.errors import HyperparameterError, ShapeError
-from mgsparse.nn.models import StackedModel
+from mgsparse.nn.stack import StackedModel
 from mgsparse.sparse import SparseTensor
 
 Block = Any  # mgsparse.data.sampler.Block (nn does not import data)
+WHOLE_GRAPH = ("set train.receptive_field: false and train.batch_size: null to train on the "
+               "whole graph")  # what a model that cannot run on blocks is told to change
 
 
 def block_support(model: Any) -> str | None:
@@ -47,7 +78,8 @@ def block_support(model: Any) -> str | None:
     convs = getattr(model, "convs", None)
     if convs is None:
         return f"{type(model).__name__} has no graph layers"
-    missing = sorted({type(c).__name__ for c in convs if not callable(getattr(c, "on_block", None))})
+    missing = sorted({type(c).__name__ for c in convs
+                      if not callable(getattr(c, "on_block", None))})
     if missing:
         return f"{', '.join(missing)} has no block form (an on_block method)"
     return None
@@ -58,28 +90,35 @@ def on_block(conv: Any, block: Block) -> Callable[[Any], Tensor]:
     bind = getattr(conv, "on_block", None)
     if not callable(bind):
         raise HyperparameterError(f"{type(conv).__name__} has no block form (an on_block "
-                                  "method); set train.receptive_field: false and "
-                                  "train.batch_size: null to train it on the whole graph")
+                                  f"method); {WHOLE_GRAPH}")
     return bind(block)
 
 
 def _convs(model: StackedModel) -> Sequence[Any]:
     why = block_support(model)
     if why is not None and getattr(model, "convs", None) is not None:
-        raise HyperparameterError(f"cannot run on blocks: {why}")
+        raise HyperparameterError(f"cannot run on blocks: {why}; {WHOLE_GRAPH}")
     if why is not None:
         raise HyperparameterError(f"{type(model).__name__} has no graph layers to sample for")
     return model.convs
 
 
+def bind_blocks(model: StackedModel, blocks: Sequence[Block],
+                holder: str = "the batch") -> list[Callable[[Any], Tensor]]:
+    """Each of the model's layers bound to its block (outermost first): the layers that
+    `model.stack` runs on a batch or a receptive field. `holder` names the blocks' owner in
+    the error when the counts differ."""
+    convs = _convs(model)
+    if len(convs) != len(blocks):
+        raise ShapeError(f"{type(model).__name__} has {len(convs)} layers but {holder} has "
+                         f"{len(blocks)} blocks (one per layer)")
+    return [on_block(c, b) for c, b in zip(convs, blocks)]
+
+
 def forward_blocks(model: StackedModel, x: Any, blocks: Sequence[Block]) -> Tensor:
     """The model's layers on the blocks of one batch (outermost first), with the model's own
     dropout and activation; `x` holds the rows of `blocks[0].n_id`. Returns (T_last, C)."""
-    convs = _convs(model)
-    if len(convs) != len(blocks):
-        raise ShapeError(f"{type(model).__name__} has {len(convs)} layers but the batch has "
-                         f"{len(blocks)} blocks; set one fanout per layer")
-    return model.stack([on_block(c, b) for c, b in zip(convs, blocks)], x)
+    return model.stack(bind_blocks(model, blocks), x)
 
 
 def gather_rows(features: Any, ids: np.ndarray) -> Tensor | SparseTensor:
@@ -101,7 +140,8 @@ def layerwise_inference(model: StackedModel, features: Any, sampler: Any,
     Layer l runs on the complete in-neighbourhood (fanout -1) of `chunk_size` targets at a
     time: the working set is one chunk's block and its sources' rows (up to chunk · (1 + mean
     in-degree) rows of width 2·F_l), plus the (N, F_{l-1}) input and the (N, F_l) output
-    being filled. Nothing depends on sampling. Runs in eval mode without recording gradients. `sampler` needs `.num_nodes` and `.block(targets, -1)`.
+    being filled. Nothing depends on sampling. Runs in eval mode without recording gradients.
+    `sampler` needs `.num_nodes` and `.block(targets, -1)`.
     """
     if chunk_size < 1:
         raise HyperparameterError(f"eval chunk size must be >= 1, got {chunk_size}")

@@ -28,8 +28,8 @@ from mgsparse.engine import Tensor
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn.edges import GraphCache, check_edge_index
 from mgsparse.nn.layers import glorot_
-from mgsparse.nn.models import EdgeListModel
 from mgsparse.nn.module import Module, ModuleList, Parameter
+from mgsparse.nn.stack import EdgeListModel
 from mgsparse.sparse import SparseTensor, row_softmax, sparse_dropout
 from mgsparse.sparse.ops import Gather
 
@@ -138,7 +138,9 @@ class GATConv(Module):
         return out + self.bias if self.bias is not None else out
 
     def on_block(self, block: Any) -> Any:
-        """The layer on a block: the softmax over each target's sampled in-edges (+ loop)."""
+        """The layer on a block: the (H·T, H·S) attention pattern of the sampled in-edges plus
+        each target's self loop (target i is source i), so the softmax runs over each target's
+        sampled in-edges; with all of them it is the rows of the whole-graph attention."""
         t, s = block.shape
         A = attention_pattern(np.stack([block.col, block.row]), s, self.heads,
                               self.add_self_loops, self.weight.dtype, num_targets=t)

@@ -19,8 +19,8 @@ from mgsparse.engine import Tensor, concatenate
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn.edges import GraphCache, check_edge_index
 from mgsparse.nn.layers import glorot_
-from mgsparse.nn.models import EdgeListModel
 from mgsparse.nn.module import Module, ModuleList, Parameter
+from mgsparse.nn.stack import EdgeListModel
 from mgsparse.sparse import SparseTensor
 
 NORM_EPS = 1e-12  # inside the square root: ‖0‖ has a finite gradient
@@ -101,7 +101,8 @@ class SAGEConv(Module):
         return l2_normalize(out) if self.normalize else out
 
     def on_block(self, block: Any) -> Any:
-        """The layer on a block: the mean over each target's sampled in-edges, 1/k_i."""
+        """The layer on a block: the mean over each target's k_i sampled in-edges, 1/k_i per
+        entry (the paper's sampled mean); with all of them it is the rows of D⁻¹A."""
         mean = sage_block_mean(block, self.weight_neighbors.dtype)
         return lambda x: self.aggregate(x, mean)
 

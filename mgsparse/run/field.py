@@ -33,8 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from mgsparse.engine import Tensor
-from mgsparse.errors import ShapeError
-from mgsparse.nn.block import gather_rows, on_block
+from mgsparse.nn.block import bind_blocks, gather_rows
 from mgsparse.nn.module import Module
 
 AUTO_FRACTION = 0.5  # rows a field is for / nodes of the graph, at most, for "auto"
@@ -52,10 +51,7 @@ class Field:
     def logits(self, model: Module) -> Tensor:
         """(rows, C): the model's logits at the field's rows, in their order."""
         if self._model is not model:  # each layer bound to its block once per model
-            if len(model.convs) != len(self.blocks):
-                raise ShapeError(f"{type(model).__name__} has {len(model.convs)} layers, the "
-                                 f"receptive field {len(self.blocks)}")
-            self._layers = [on_block(c, b) for c, b in zip(model.convs, self.blocks)]
+            self._layers = bind_blocks(model, self.blocks, "the receptive field")
             self._model = model
         return model.stack(self._layers, self.x)
 

@@ -17,7 +17,7 @@ from mgsparse.data import Graph, load_dataset, load_section, user
 from mgsparse.data.sampler import NeighborSampler
 from mgsparse.engine import Tensor, no_grad
 from mgsparse.nn import functional as F
-from mgsparse.nn.conv import normalized_adjacency
+from mgsparse.nn.gcn import normalized_adjacency
 from mgsparse.nn.module import Module
 from mgsparse.run.budget import FALLBACK_FRACTION, mb
 from mgsparse.run.build import build_model

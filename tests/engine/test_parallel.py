@@ -14,7 +14,7 @@ from mgsparse.engine.buffers import Buffers
 from mgsparse.engine.ops import keep_mask
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn import functional as F
-from mgsparse.nn.models import GCN
+from mgsparse.nn.gcn import GCN
 from mgsparse.sparse import gcn_norm, num_threads, sddmm, set_num_threads
 
 

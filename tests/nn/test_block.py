@@ -1,27 +1,20 @@
-"""Layers on sampled blocks: the block operands by hand, full-neighbourhood mini-batch equal to
-full batch (loss and every gradient), gradcheck on a sampled block, exact layer-wise inference."""
+"""Models on sampled blocks: full-neighbourhood mini-batch equal to full batch (loss and every
+gradient), exact layer-wise inference, one-line errors. Each layer's own block operand is tested
+beside the layer (test_gcn.py, test_sage.py), and every layer's block form is held to the
+contract in test_layer_contract.py."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from mgsparse import Tensor, gradcheck
+from mgsparse import Tensor
 from mgsparse.data import sbm
 from mgsparse.data.sampler import NeighborSampler
 from mgsparse.errors import HyperparameterError, ShapeError
-from mgsparse.nn import GAT, GraphSAGE
+from mgsparse.nn import GAT, GCN, MLP, GraphSAGE
 from mgsparse.nn import functional as F
-from mgsparse.nn.block import (
-    forward_blocks,
-    gather_rows,
-    layerwise_inference,
-    on_block,
-)
-from mgsparse.nn.conv import gcn_block_adjacency
-from mgsparse.nn.gat import GATConv
-from mgsparse.nn.models import GCN, MLP
-from mgsparse.nn.sage import SAGEConv, mean_adjacency, sage_block_mean
+from mgsparse.nn.block import bind_blocks, forward_blocks, gather_rows, layerwise_inference
 from mgsparse.sparse import SparseTensor
 from tests.data.test_sampler import random_digraph
 
@@ -31,52 +24,6 @@ N = 60
 @pytest.fixture
 def digraph(rng):
     return random_digraph(rng, N, 300)
-
-
-def dense_in_adjacency(edge_index, n) -> np.ndarray:
-    """A_in[i, j] = number of edges j → i."""
-    A = np.zeros((n, n))
-    np.add.at(A, (edge_index[1], edge_index[0]), 1.0)
-    return A
-
-
-def test_gcn_block_with_all_neighbours_is_rows_of_the_in_degree_gcn_norm(digraph, rng):
-    A = dense_in_adjacency(digraph, N) + np.eye(N)
-    d = A.sum(axis=1) ** -0.5
-    norm = d[:, None] * A * d[None, :]  # D^-1/2 (A_in + I) D^-1/2, D the in-degree + 1
-    targets = rng.permutation(N)[:25]
-    block = NeighborSampler(digraph, N, [-1]).block(targets, -1)
-    got = gcn_block_adjacency(block, np.float64).to_dense()
-    np.testing.assert_allclose(got, norm[np.ix_(targets, block.n_id)], atol=1e-15)
-
-
-def test_gcn_block_is_unbiased_under_sampling(digraph):
-    """E[Â_block] = Â: each neighbour is kept with probability k/deg and scaled by deg/k."""
-    sampler, rng, draws = NeighborSampler(digraph, N, [2]), np.random.default_rng(5), 1500
-    total = np.zeros((N, N))
-    for _ in range(draws):
-        b = sampler.block(np.arange(N), 2, rng)
-        A = gcn_block_adjacency(b, np.float64)
-        np.add.at(total, (A.row, b.n_id[A.col]), A.values.data)  # targets are 0..N-1
-    A_in = dense_in_adjacency(digraph, N)
-    d = (A_in.sum(axis=1) + 1) ** -0.5
-    want = d[:, None] * (A_in + np.eye(N)) * d[None, :]
-    # one draw of a neighbour entry is a·deg/k with probability k/deg: variance a²(deg/k − 1)
-    deg = A_in.sum(axis=1, keepdims=True)
-    sd = want * (A_in > 0) * np.sqrt(np.maximum(deg / np.clip(deg, 1, 2) - 1, 0) / draws)
-    assert np.all(np.abs(total / draws - want) <= 5.5 * sd + 1e-12)
-    assert np.abs(total / draws - want).max() > 0  # sampled, not exact
-
-
-def test_sage_block_mean_is_the_mean_over_sampled_neighbours(digraph, rng):
-    block = NeighborSampler(digraph, N, [3]).block(np.arange(N), 3, rng)
-    dense = sage_block_mean(block, np.float64).to_dense()
-    k = block.num_sampled
-    np.testing.assert_allclose(dense.sum(axis=1), (k > 0).astype(float))
-    assert np.all(dense[block.row, block.col] == 1.0 / k[block.row])
-    full = NeighborSampler(digraph, N, [-1]).block(np.arange(N), -1)
-    np.testing.assert_allclose(sage_block_mean(full, np.float64).to_dense()[:, np.argsort(full.n_id)],
-                               mean_adjacency(digraph, N, np.float64).to_dense(), atol=1e-15)
 
 
 # ---------------------------------------------------------------- mini-batch = full batch
@@ -136,29 +83,6 @@ def test_full_neighbourhood_in_one_batch_equals_full_batch(kind, graph):
         np.testing.assert_allclose(mini[1][name], g, rtol=1e-9, atol=1e-12, err_msg=name)
 
 
-# ---------------------------------------------------------------- gradcheck on a block
-
-
-@pytest.mark.parametrize("layer", ["sage", "gat", "gcn"])
-def test_gradcheck_of_a_layer_on_a_sampled_block(layer, digraph, rng):
-    block = NeighborSampler(digraph, N, [2]).block(rng.permutation(N)[:6], 2, rng)
-    assert block.shape[1] > block.shape[0]  # rectangular: sources beyond the targets
-    conv = {"sage": lambda: SAGEConv(3, 2, normalize=True, rng=rng, dtype=np.float64),
-            "gat": lambda: GATConv(3, 2, heads=2, rng=rng, dtype=np.float64),
-            "gcn": lambda: GCN(3, 2, 2, layers=1, rng=rng, dtype=np.float64).convs[0]}[layer]()
-    names = [name for name, _ in conv.named_parameters()]
-
-    def fn(x, *params):
-        for name, p in zip(names, params):
-            setattr(conv, name, p)
-        return on_block(conv, block)(x)
-
-    params = [Tensor(rng.standard_normal(p.shape) * 0.5, requires_grad=True)
-              for p in conv.parameters()]
-    x = Tensor(rng.standard_normal((block.shape[1], 3)), requires_grad=True)
-    assert gradcheck(fn, [x, *params]).passed
-
-
 # ---------------------------------------------------------------- layer-wise inference
 
 
@@ -187,5 +111,9 @@ def test_block_errors_are_one_clear_line(digraph):
     keyed.keyed_masks = True
     with pytest.raises(HyperparameterError, match="keyed dropout keys masks by whole-graph rows"):
         forward_blocks(keyed, x, batch.blocks)
-    with pytest.raises(HyperparameterError, match="learned edge weights rebuild"):
+    with pytest.raises(HyperparameterError, match="learned edge weights rebuild the whole graph's "
+                       "Â every step; set train.receptive_field: false and train.batch_size: null"):
         forward_blocks(GCN(4, 3, 2, edge_index=digraph, learn_edge_weight=True), x, batch.blocks)
+    with pytest.raises(ShapeError, match="GCN has 2 layers but the receptive field has 1 blocks"):
+        bind_blocks(GCN(4, 3, 2), batch.blocks, "the receptive field")
+    assert len(bind_blocks(GCN(4, 3, 2, layers=1), batch.blocks)) == 1

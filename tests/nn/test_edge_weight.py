@@ -14,8 +14,7 @@ from mgsparse.config import load_config
 from mgsparse.data.synthetic import sbm
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn import functional as F
-from mgsparse.nn.conv import normalized_adjacency
-from mgsparse.nn.models import GCN
+from mgsparse.nn.gcn import GCN, normalized_adjacency
 from mgsparse.optim import Adam
 from mgsparse.run import fit, make_task
 

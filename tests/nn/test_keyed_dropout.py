@@ -8,8 +8,8 @@ import pytest
 
 from mgsparse import SparseTensor, Tensor
 from mgsparse.errors import HyperparameterError
+from mgsparse.nn.gcn import GCN
 from mgsparse.nn.keyed_dropout import keep_scale, keyed_dropout, stream_key
-from mgsparse.nn.models import GCN
 
 
 def ones(n: int, f: int) -> Tensor:

@@ -1,5 +1,5 @@
 """SAGEConv and GraphSAGE: the mean aggregator by hand, root weight, L2 normalisation,
-whole-layer gradients, caching, and GraphSAGE on Cora."""
+whole-layer gradients, caching, the block operand, and GraphSAGE on Cora."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ import pytest
 from mgsparse import SparseTensor, Tensor, gradcheck
 from mgsparse.checks import CASES
 from mgsparse.config import load_config
+from mgsparse.data.sampler import NeighborSampler
 from mgsparse.errors import HyperparameterError, ShapeError
-from mgsparse.nn.sage import GraphSAGE, SAGEConv, l2_normalize, mean_adjacency
+from mgsparse.nn.sage import GraphSAGE, SAGEConv, l2_normalize, mean_adjacency, sage_block_mean
 from mgsparse.run import make_task
+from tests.data.test_sampler import random_digraph
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -131,3 +133,25 @@ def test_config_builds_a_graphsage():
     assert task.logits(model).shape == (34, 2)
     assert [c.out_features for c in model.convs] == [64, 2]
     assert model.convs[0].normalize and not model.convs[1].normalize
+
+
+# ---------------------------------------------------------------- the block operand
+
+M = 60  # nodes of the random directed graph the blocks are sampled from
+
+
+@pytest.fixture
+def digraph(rng):
+    return random_digraph(rng, M, 300)
+
+
+def test_sage_block_mean_is_the_mean_over_sampled_neighbours(digraph, rng):
+    block = NeighborSampler(digraph, M, [3]).block(np.arange(M), 3, rng)
+    dense = sage_block_mean(block, np.float64).to_dense()
+    k = block.num_sampled
+    np.testing.assert_allclose(dense.sum(axis=1), (k > 0).astype(float))
+    assert np.all(dense[block.row, block.col] == 1.0 / k[block.row])
+    full = NeighborSampler(digraph, M, [-1]).block(np.arange(M), -1)
+    by_node = sage_block_mean(full, np.float64).to_dense()[:, np.argsort(full.n_id)]
+    np.testing.assert_allclose(by_node, mean_adjacency(digraph, M, np.float64).to_dense(),
+                               atol=1e-15)

@@ -12,7 +12,7 @@ import pytest
 from mgsparse.data import karate_club, sbm
 from mgsparse.engine import Tensor
 from mgsparse.nn import functional as F
-from mgsparse.nn.conv import normalized_adjacency
+from mgsparse.nn.gcn import normalized_adjacency
 from mgsparse.run import GraphTask, Scores
 from mgsparse.sparse import SparseTensor
 from tests.conftest import make_config

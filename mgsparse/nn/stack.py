@@ -1,4 +1,9 @@
-"""Whole models built from plain arguments (never a config object): `GCN` and `MLP`."""
+"""The model stack every architecture shares: dropout before each layer, an activation between
+them (`StackedModel`), the edge-list-bound variant (`EdgeListModel`), and the plain `MLP`.
+
+An architecture module (`gcn.py`, `gat.py`, `sage.py`) defines its layer and a model that builds
+`self.convs` and calls `stack`; models take plain arguments, never a config object.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +16,9 @@ import numpy as np
 from mgsparse.engine import Tensor
 from mgsparse.engine.buffers import Buffers
 from mgsparse.errors import HyperparameterError
-from mgsparse.nn.conv import GCNConv, normalized_adjacency
 from mgsparse.nn.keyed_dropout import keyed_dropout, stream_key
 from mgsparse.nn.layers import Linear
-from mgsparse.nn.module import Module, ModuleList, Parameter
+from mgsparse.nn.module import Module, ModuleList
 from mgsparse.sparse import SparseTensor, sparse_dropout
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
@@ -40,7 +44,8 @@ def dropout(x: Tensor | SparseTensor, p: float, training: bool, rng: np.random.G
     return x.dropout(p, training, rng, buffers)
 
 
-def _widths(in_features: int, hidden: int, out_features: int, layers: int) -> list[int]:
+def layer_widths(in_features: int, hidden: int, out_features: int, layers: int) -> list[int]:
+    """[in, hidden, ..., hidden, out]: the input and output width of each of `layers` layers."""
     if min(in_features, hidden, out_features, layers) < 1:
         raise HyperparameterError("model sizes and layer count must be positive")
     return [in_features] + [hidden] * (layers - 1) + [out_features]
@@ -129,38 +134,6 @@ class EdgeListModel(StackedModel):
         return super().extra_repr() + bound
 
 
-class GCN(StackedModel):
-    """`layers` GCNConvs with dropout before each and an activation between them.
-
-    Kipf & Welling's Cora recipe: 2 layers, hidden 16, dropout 0.5, ReLU, 81.5% test accuracy.
-    `forward(x, adj)` returns logits (N, num_classes); `adj` as for `GCNConv`.
-
-    `learn_edge_weight=True` (needs `edge_index`) learns one weight per edge, starting at 1:
-    Â = D^-1/2 (A_w + I) D^-1/2 is rebuilt from them every forward (the degrees depend on
-    the weights, so the gradient passes through the normalisation) and `adj` is ignored.
-    """
-
-    def __init__(self, in_features: int, hidden: int, num_classes: int, layers: int = 2,
-                 dropout: float = 0.5, activation: str = "relu",
-                 rng: np.random.Generator | None = None, dtype: Any = np.float32,
-                 edge_index: np.ndarray | None = None, learn_edge_weight: bool = False):
-        super().__init__(dropout, activation, rng)
-        widths = _widths(in_features, hidden, num_classes, layers)
-        self.convs = ModuleList(GCNConv(a, b, rng=self.rng, dtype=dtype)
-                                for a, b in itertools.pairwise(widths))
-        if learn_edge_weight and edge_index is None:
-            raise HyperparameterError("GCN: learn_edge_weight needs the graph's edge_index")
-        self.edge_index = np.asarray(edge_index) if learn_edge_weight else None
-        self.edge_weight = (Parameter(np.ones(self.edge_index.shape[1]), dtype=dtype)
-                            if learn_edge_weight else None)
-
-    def forward(self, x: Tensor | SparseTensor, adj: Any, edge_weight: Tensor | None = None):
-        if self.edge_weight is not None:  # once per forward, shared by every layer
-            adj = normalized_adjacency(self.edge_index, x.shape[0], self.edge_weight,
-                                       dtype=self.edge_weight.dtype)
-        return self.stack(self.convs, x, adj, edge_weight)
-
-
 class MLP(StackedModel):
     """Linear layers with an activation between them; returns logits (no output activation)."""
 
@@ -168,7 +141,7 @@ class MLP(StackedModel):
                  dropout: float = 0.0, activation: str = "relu",
                  rng: np.random.Generator | None = None, dtype: Any = np.float32):
         super().__init__(dropout, activation, rng)
-        widths = _widths(in_features, hidden, out_features, layers)
+        widths = layer_widths(in_features, hidden, out_features, layers)
         self.linears = ModuleList(Linear(a, b, rng=self.rng, dtype=dtype)
                                   for a, b in itertools.pairwise(widths))
 

@@ -1,4 +1,5 @@
-"""GCNConv and the GCN model: the normalisation by hand, gradients, sparse = dense, caching."""
+"""GCNConv and the GCN model: the normalisation by hand, gradients, sparse = dense, caching,
+and the block operand (exact with every in-edge, unbiased under sampling)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import numpy as np
 import pytest
 
 from mgsparse import SparseTensor, Tensor, gradcheck
+from mgsparse.data.sampler import NeighborSampler
 from mgsparse.errors import ShapeError
-from mgsparse.nn.conv import GCNConv, normalized_adjacency
-from mgsparse.nn.models import GCN, MLP
+from mgsparse.nn.gcn import GCN, GCNConv, gcn_block_adjacency, normalized_adjacency
+from tests.data.test_sampler import random_digraph
 
 # A hand-written 4-node graph: a path 0-1-2 plus the edge 1-3 (undirected, both directions).
 EDGE_INDEX = np.array([[0, 1, 1, 2, 1, 3], [1, 0, 2, 1, 3, 1]])
@@ -49,26 +51,6 @@ def test_gcn_aggregates_along_the_edge_direction_as_pyg():
     # 2 → 1 → 0, in-degrees (2, 2, 1): what the old code gave for 0 → 1 → 2 (issue #12)
     reverse = normalized_adjacency(PATH[::-1], 3, dtype=np.float64).to_dense()
     np.testing.assert_allclose(reverse, [[0.5, 0.5, 0], [0, 0.5, 2**-0.5], [0, 0, 1]], atol=1e-15)
-
-
-def test_gcn_gat_and_sage_send_messages_to_the_same_node(rng):
-    """On 0 → 1 → 2 a change of x_0 reaches nodes 0 and 1 only, x_2 reaches node 2 only, for
-    every layer: each aggregates at the target from its sources (and itself)."""
-    from mgsparse.nn.gat import GATConv
-    from mgsparse.nn.sage import SAGEConv
-
-    layers = [GCNConv(2, 2, dtype=np.float64, rng=rng), GATConv(2, 2, dtype=np.float64, rng=rng),
-              SAGEConv(2, 2, dtype=np.float64, rng=rng)]
-    x = rng.standard_normal((3, 2))
-    for layer in layers:
-        base = layer(Tensor(x), PATH).data
-        reached = []
-        for node in range(3):
-            moved = x.copy()
-            moved[node] += 1.0
-            changed = np.abs(layer(Tensor(moved), PATH).data - base).max(axis=1) > 1e-9
-            reached.append(np.flatnonzero(changed).tolist())
-        assert reached == [[0, 1], [1, 2], [2]], type(layer).__name__
 
 
 def test_normalized_adjacency_matches_the_formula():
@@ -227,10 +209,53 @@ def test_whole_gcn_gradients_match_finite_differences(rng):
     f(*copies)  # restore the originals
 
 
-def test_gcn_and_mlp_shapes_and_layer_count(rng):
+def test_gcn_shapes_and_layer_count(rng):
     gcn = GCN(5, 8, 3, layers=3, rng=rng)
     assert [c.weight.shape for c in gcn.convs] == [(5, 8), (8, 8), (8, 3)]
     out = gcn(Tensor(rng.standard_normal((N, 5)).astype(np.float32)), EDGE_INDEX)
     assert out.shape == (N, 3) and out.dtype == np.float32
-    mlp = MLP(2, 16, 2, layers=2, rng=rng)
-    assert mlp(Tensor(np.zeros((7, 2), np.float32))).shape == (7, 2)
+
+
+# ---------------------------------------------------------------- the block operand
+
+M = 60  # nodes of the random directed graph the blocks are sampled from
+
+
+@pytest.fixture
+def digraph(rng):
+    return random_digraph(rng, M, 300)
+
+
+def dense_in_adjacency(edge_index, n) -> np.ndarray:
+    """A_in[i, j] = number of edges j → i."""
+    A = np.zeros((n, n))
+    np.add.at(A, (edge_index[1], edge_index[0]), 1.0)
+    return A
+
+
+def test_gcn_block_with_all_neighbours_is_rows_of_the_in_degree_gcn_norm(digraph, rng):
+    A = dense_in_adjacency(digraph, M) + np.eye(M)
+    d = A.sum(axis=1) ** -0.5
+    norm = d[:, None] * A * d[None, :]  # D^-1/2 (A_in + I) D^-1/2, D the in-degree + 1
+    targets = rng.permutation(M)[:25]
+    block = NeighborSampler(digraph, M, [-1]).block(targets, -1)
+    got = gcn_block_adjacency(block, np.float64).to_dense()
+    np.testing.assert_allclose(got, norm[np.ix_(targets, block.n_id)], atol=1e-15)
+
+
+def test_gcn_block_is_unbiased_under_sampling(digraph):
+    """E[Â_block] = Â: each neighbour is kept with probability k/deg and scaled by deg/k."""
+    sampler, rng, draws = NeighborSampler(digraph, M, [2]), np.random.default_rng(5), 1500
+    total = np.zeros((M, M))
+    for _ in range(draws):
+        b = sampler.block(np.arange(M), 2, rng)
+        A = gcn_block_adjacency(b, np.float64)
+        np.add.at(total, (A.row, b.n_id[A.col]), A.values.data)  # targets are 0..M-1
+    A_in = dense_in_adjacency(digraph, M)
+    d = (A_in.sum(axis=1) + 1) ** -0.5
+    want = d[:, None] * (A_in + np.eye(M)) * d[None, :]
+    # one draw of a neighbour entry is a·deg/k with probability k/deg: variance a²(deg/k − 1)
+    deg = A_in.sum(axis=1, keepdims=True)
+    sd = want * (A_in > 0) * np.sqrt(np.maximum(deg / np.clip(deg, 1, 2) - 1, 0) / draws)
+    assert np.all(np.abs(total / draws - want) <= 5.5 * sd + 1e-12)
+    assert np.abs(total / draws - want).max() > 0  # sampled, not exact

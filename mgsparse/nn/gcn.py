@@ -1,22 +1,27 @@
-"""Graph convolutions on the sparse engine: the adjacency stays a `SparseTensor` end to end.
+"""Graph convolution (Kipf & Welling, ICLR 2017): `GCNConv`, its block form, the `GCN` model.
 
-`GCNConv` (Kipf & Welling, 2017):  H' = Â · (H W) + b,  Â = D^-1/2 (A + I) D^-1/2.
-Messages flow source → target along `edge_index` (row 0 the source, row 1 the target), as in
-PyG and in `GATConv` and `SAGEConv`: row i of Â holds i's incoming edges, D is the in-degree.
+    H' = Â · (H W) + b,  Â = D^-1/2 (A + I) D^-1/2
+
+The adjacency stays a `SparseTensor` end to end. Messages flow source → target along
+`edge_index` (row 0 the source, row 1 the target), as in PyG and in `GATConv` and `SAGEConv`:
+row i of Â holds i's incoming edges, D is the in-degree.
 The normalisation is a free function (`mgsparse.sparse.gcn_norm`) that the layer calls and
 caches per graph (`cached=True`, transductive training: the graph never changes between epochs).
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
 
 from mgsparse.engine import Tensor
+from mgsparse.errors import HyperparameterError
 from mgsparse.nn.edges import GraphCache, check_edge_index
 from mgsparse.nn.layers import glorot_
-from mgsparse.nn.module import Module, Parameter
+from mgsparse.nn.module import Module, ModuleList, Parameter
+from mgsparse.nn.stack import StackedModel, layer_widths
 from mgsparse.sparse import SparseTensor, as_operand, gcn_norm
 
 Adjacency = Any  # an edge list (2, E), a normalised SparseTensor or a dense Tensor
@@ -47,7 +52,16 @@ def _loops(block: Any) -> np.ndarray:
 
 
 def gcn_block_adjacency(block: Any, dtype: Any = np.float32) -> SparseTensor:
-    """Â_block (T, S): the full graph's GCN normalisation, neighbour terms scaled by deg/k."""
+    """Â_block (T, S): the full graph's GCN normalisation, neighbour terms scaled by deg/k.
+
+    Entry (i, j) = (deg_i / k_i) / sqrt(d_i d_j) for a sampled edge j → i and 1 / d_i for the
+    self loop, with d = full-graph in-degree + 1 and k_i the edges sampled for i. This is the
+    full graph's D^-1/2 (A + I) D^-1/2 with each row's neighbour part rescaled by deg_i / k_i,
+    so E[Â_block H] = Â H (an unbiased estimate of the full-batch layer), and with all
+    neighbours (k_i = deg_i) Â_block is exactly the rows of Â: mini-batch and full batch agree
+    to rounding. The block's own degrees would instead bias every node by its sampled degree
+    and make the training operator differ from the one used at evaluation.
+    """
     t, s = block.shape
     d = block.degree.astype(np.float64) + 1.0  # (S,) in-degree of A + I
     k = block.num_sampled
@@ -117,3 +131,35 @@ class GCNConv(Module):
 
     def extra_repr(self) -> str:
         return f"{self.in_features}, {self.out_features}, cached={self.cached}"
+
+
+class GCN(StackedModel):
+    """`layers` GCNConvs with dropout before each and an activation between them.
+
+    Kipf & Welling's Cora recipe: 2 layers, hidden 16, dropout 0.5, ReLU, 81.5% test accuracy.
+    `forward(x, adj)` returns logits (N, num_classes); `adj` as for `GCNConv`.
+
+    `learn_edge_weight=True` (needs `edge_index`) learns one weight per edge, starting at 1:
+    Â = D^-1/2 (A_w + I) D^-1/2 is rebuilt from them every forward (the degrees depend on
+    the weights, so the gradient passes through the normalisation) and `adj` is ignored.
+    """
+
+    def __init__(self, in_features: int, hidden: int, num_classes: int, layers: int = 2,
+                 dropout: float = 0.5, activation: str = "relu",
+                 rng: np.random.Generator | None = None, dtype: Any = np.float32,
+                 edge_index: np.ndarray | None = None, learn_edge_weight: bool = False):
+        super().__init__(dropout, activation, rng)
+        widths = layer_widths(in_features, hidden, num_classes, layers)
+        self.convs = ModuleList(GCNConv(a, b, rng=self.rng, dtype=dtype)
+                                for a, b in itertools.pairwise(widths))
+        if learn_edge_weight and edge_index is None:
+            raise HyperparameterError("GCN: learn_edge_weight needs the graph's edge_index")
+        self.edge_index = np.asarray(edge_index) if learn_edge_weight else None
+        self.edge_weight = (Parameter(np.ones(self.edge_index.shape[1]), dtype=dtype)
+                            if learn_edge_weight else None)
+
+    def forward(self, x: Tensor | SparseTensor, adj: Any, edge_weight: Tensor | None = None):
+        if self.edge_weight is not None:  # once per forward, shared by every layer
+            adj = normalized_adjacency(self.edge_index, x.shape[0], self.edge_weight,
+                                       dtype=self.edge_weight.dtype)
+        return self.stack(self.convs, x, adj, edge_weight)
