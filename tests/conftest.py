@@ -1,10 +1,13 @@
 """Fixtures shared by the whole suite: a seeded generator, float64 tensor factories, config
 factories, the one CLI fixture every command test uses, and a loopback HTTP server over the
-real Planetoid files in ../shared/planetoid."""
+real Planetoid files (MGSPARSE_PLANETOID_URL, ../shared/planetoid or the public files)."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 import threading
 from contextlib import ExitStack, contextmanager
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -34,14 +37,58 @@ def tensor64(rng):
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_PLANETOID = REPO_ROOT.parent / "shared" / "planetoid"
+# read once at start-up: tests set MGSPARSE_PLANETOID_URL to their own mirrors later on
+USER_PLANETOID = os.environ.get("MGSPARSE_PLANETOID_URL")
+_real_folder: list[Path | None] = []  # resolved once per session
+
+
+def _download_real_planetoid(source: str) -> Path | None:
+    """The real Planetoid files fetched from `source` (a URL or folder) by mgsparse's own
+    verified download into a folder of this session; None when the source cannot give them."""
+    from mgsparse.data.download import fetch, source_of
+    from mgsparse.data.sources import planetoid
+    from mgsparse.errors import MgsparseError
+
+    root = Path(tempfile.mkdtemp(prefix="mgsparse-real-planetoid-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    flat = root / "real"  # one folder, as ../shared/planetoid is
+    for name in ("cora", "citeseer", "pubmed"):
+        for filename, sha256 in planetoid.known_checksums(name).items():
+            try:
+                fetch(source_of(source, filename), flat / filename, sha256,
+                      max_bytes=planetoid.max_download_bytes(filename), retries=1)
+            except MgsparseError:
+                if name != "pubmed":  # a mirror may lack PubMed's large allx, as ../shared does
+                    return None
+    return flat
+
+
+def _find_real_planetoid() -> Path | None:
+    """MGSPARSE_PLANETOID_URL (a folder or a URL), then ../shared/planetoid, then the public
+    Planetoid files when they can be reached: the first that holds the real files."""
+    if USER_PLANETOID:
+        folder = Path(USER_PLANETOID)
+        if (folder / "ind.cora.x").is_file():
+            return folder
+        got = _download_real_planetoid(USER_PLANETOID)
+        if got is not None:
+            return got
+    if (SHARED_PLANETOID / "ind.cora.x").is_file():
+        return SHARED_PLANETOID
+    from mgsparse.data.sources.planetoid import DEFAULT_URL
+
+    return _download_real_planetoid(DEFAULT_URL)
 
 
 def require_real_data() -> Path:
-    """The real Planetoid folder; skip without it, unless MGSPARSE_REQUIRE_REAL_DATA=1 (CI),
-    where its absence is a failure."""
-    if (SHARED_PLANETOID / "ind.cora.x").is_file():
-        return SHARED_PLANETOID
-    message = f"real Planetoid files not found in {SHARED_PLANETOID}"
+    """A folder of the real Planetoid files (see `_find_real_planetoid`); skip without one,
+    unless MGSPARSE_REQUIRE_REAL_DATA=1 (CI), where its absence is a failure."""
+    if not _real_folder:
+        _real_folder.append(_find_real_planetoid())
+    if _real_folder[0] is not None:
+        return _real_folder[0]
+    message = ("real Planetoid files not found (MGSPARSE_PLANETOID_URL, "
+               f"{SHARED_PLANETOID}, the public Planetoid files)")
     if os.environ.get("MGSPARSE_REQUIRE_REAL_DATA") == "1":
         pytest.fail(message + " (MGSPARSE_REQUIRE_REAL_DATA=1)")
     pytest.skip(message)
