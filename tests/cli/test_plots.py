@@ -16,7 +16,7 @@ from mgsparse.bench import sweep
 from mgsparse.bench.dense_vs_sparse import RepresentationResult
 from mgsparse.config import load_config
 from mgsparse.errors import ConfigError, MgsparseError
-from mgsparse.plots import (
+from mgsparse.cli.plots import (
     INSTALL_HINT,
     check_plot_target,
     curve_band,
@@ -155,7 +155,7 @@ def test_an_unwritable_plot_path_is_one_error(tmp_path, sweep_result):
 
 
 def test_importing_plots_does_not_import_matplotlib():
-    probe = ("import json, sys, mgsparse.plots; "
+    probe = ("import json, sys, mgsparse.cli.plots; "
              "print(json.dumps(sorted(m for m in sys.modules if m.startswith('matplotlib'))))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           check=False, timeout=120)
