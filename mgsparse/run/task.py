@@ -134,11 +134,9 @@ class TaskMetrics:
             raise ValueError(f"metric columns must be distinct and not empty: {names}")
         self._by_name.update((m.column, m) for m in self.columns)
         split_first = [m.column for s in ("test", "val") for m in self.columns if m.split == s]
-        live = self.live or tuple(m.column for m in self.columns if m.split != "test")
         defaults = {"summary": tuple(f"{c}_{k}" for c in split_first for k in ("mean", "std")),
-                    "per_run": names, "live": live,
-                    "legend": " · ".join(f"{self.metric(c).short}: {self.metric(c).label}"
-                                         for c in live if self.metric(c).short != c)}
+                    "per_run": names,
+                    "live": tuple(m.column for m in self.columns if m.split != "test")}
         for key, value in defaults.items():
             object.__setattr__(self, key, getattr(self, key) or value)
         unknown = [c for c in (self.select, *self.per_run, *self.live, *self.summary_columns)
@@ -146,6 +144,8 @@ class TaskMetrics:
         if unknown or not all(k.endswith(("_mean", "_std")) for k in self.summary):
             raise ValueError(f"metric declaration names {unknown or self.summary} outside its "
                              f"columns {names} (summary keys end in _mean or _std)")
+        object.__setattr__(self, "legend", self.legend or " · ".join(
+            f"{m.short}: {m.label}" for m in map(self.metric, self.live) if m.short != m.column))
 
     @property
     def names(self) -> tuple[str, ...]:
