@@ -232,9 +232,8 @@ def _epochs(config: Config, task: Task, model: Module, optimizer: Optimizer, run
             memory: EpochMemory, run_index: int, on_epoch: EpochCallback | None,
             should_stop: StopFn | None) -> None:
     """The epochs of one run, recorded into `run` as they finish."""
-    shuffle, clip, metrics = shuffle_generator(run.seed), config.train.grad_clip_norm, task.metrics
-    best, since_best, patience = None, 0, config.train.patience
-    budget = task.memory_budget()
+    shuffle, clip = shuffle_generator(run.seed), config.train.grad_clip_norm
+    patience, budget = config.train.patience, task.memory_budget()
     for epoch in range(1, config.train.epochs + 1):
         t0 = time.perf_counter()
         traced = memory.begin(epoch)
@@ -256,26 +255,30 @@ def _epochs(config: Config, task: Task, model: Module, optimizer: Optimizer, run
         run.rows.append(row)
         run.stats.append(stats)
         run.alarms.extend(f"epoch {epoch}: {a}" for a in alarms)
-        stepped = finite(loss) and finite(grad_norm)
-        if not stepped:
+        if not (finite(loss) and finite(grad_norm)):
             run.status, run.message = "diverged", _diverged(run_index, run.seed, row)
-        elif event is not None and event.operand is None:  # its epoch still counts for best
-            run.status, run.message = "over_budget", f"run {run_index}: {event.message}"
-        if stepped and metrics.better(scores[metrics.select], best):
-            best, since_best = scores[metrics.select], 0
-            run.best_epoch, run.state = epoch, model.state_dict()
         else:
-            since_best += 1
+            _keep_if_best(run, model, task.metrics, row)  # an over-budget epoch counts too
+            if event is not None and event.operand is None:
+                run.status, run.message = "over_budget", f"run {run_index}: {event.message}"
         if on_epoch is not None:
             on_epoch(run_index, row, stats, alarms)
         if run.status in ("diverged", "over_budget"):
             return
-        if patience is not None and since_best >= patience:
+        if patience is not None and epoch - run.best_epoch >= patience:
             run.status = "early_stopped"
             return
         if should_stop is not None and should_stop():
             run.status = "interrupted"
             return
+
+
+def _keep_if_best(run: RunResult, model: Module, metrics: TaskMetrics, row: EpochRow) -> None:
+    """Keep `model`'s parameters as the run's best if `row`'s selection column beats the best
+    epoch's so far (in the direction its metric declares); patience counts from that epoch."""
+    best = run.rows[run.best_epoch - 1].scores[metrics.select] if run.best_epoch else None
+    if metrics.better(row.scores[metrics.select], best):
+        run.best_epoch, run.state = row.epoch, model.state_dict()
 
 
 def _check_columns(task: Task, scores: Scores) -> None:
