@@ -112,7 +112,7 @@ def evaluate_table(run_dir, rows: list[SavedRunScores]) -> Table:
     table = Table(title=f"evaluate {run_dir}")
     metrics = rows[0].metrics if rows else ACCURACY_METRICS
     shown = [*metrics.per_run, *(c for c in metrics.names if c not in metrics.per_run)]
-    for col in ("run", "seed", *(metrics.metric(c).column.replace("_", " ") for c in shown)):
+    for col in ("run", "seed", *(c.replace("_", " ") for c in shown)):
         table.add_column(col, justify="right")
     for r in rows:
         table.add_row(str(r.run), str(r.seed),

@@ -83,11 +83,13 @@ class RunResult:
     state: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __getattr__(self, column: str) -> float:
-        """A score of the best parameters as an attribute (``run.test_acc``); 0.0 when the
-        run kept none (it diverged or stopped before its first finite epoch)."""
+        """A score of the best parameters as an attribute (``run.test_acc``)."""
         if column.startswith("_") or column == "scores":
             raise AttributeError(column)
-        return self.scores.get(column, 0.0)
+        if column not in self.scores:
+            kept = "" if self.scores else " (the run kept no parameters)"
+            raise AttributeError(f"no score {column!r}{kept}")
+        return self.scores[column]
 
 
 @dataclass(frozen=True)

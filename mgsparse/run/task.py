@@ -49,8 +49,8 @@ class Metric:
     `column` is ``<split>_<metric>`` (split: train, val or test), e.g. ``val_loss``,
     ``test_auc``; `higher_is_better` says which way is better when it selects the best epoch.
     `percent` prints it as a percentage (accuracy) rather than with 4 decimals (a loss, AUC);
-    `short` heads its live-table column and `label` names it in the summary, the evaluate
-    table's caption and the plots (defaults: the column, and the column with spaces).
+    `short` heads its live-table column and `label` names it in the summary and the plots
+    (defaults: the column, and the column with spaces, which also heads evaluate's table).
     """
 
     column: str

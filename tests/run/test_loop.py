@@ -302,6 +302,9 @@ def test_a_non_finite_loss_stops_the_run_with_a_message(karate):
     assert run.status == "diverged" and len(run.rows) == 1 and result.failed
     assert "diverged at epoch 1" in run.message and "optim.lr" in run.message
     assert result.summary().status == "diverged"
+    assert not run.scores and result.summary().test_acc_mean == 0.0  # no parameters kept
+    with pytest.raises(AttributeError, match="no score 'test_acc' .the run kept no parameters"):
+        run.test_acc  # noqa: B018
 
 
 def test_gradient_norm_far_above_the_clip_norm_raises_an_alarm(karate):
