@@ -45,8 +45,8 @@ class Task(ABC):
     """One kind of run on one dataset, loaded and placed once for all its runs."""
 
     config: Config
-    placement: dict[str, str]  # operand -> how it is stored and why
-    densities: dict[str, float]  # operand -> stored entries / (rows·cols), 1.0 when dense
+    placed: Any  # the data as the run holds it: a `mgsparse.run.placed.PlacedGraph`
+    budget: int | None = None  # bytes, computed once per run by `make_task`
     estimate_bytes: int = 0  # a training step's estimated peak, set by the budget placement
     budget_events: tuple = ()  # what the placement changed to fit the budget (BudgetEvents)
 
@@ -62,17 +62,19 @@ class Task(ABC):
     def evaluate(self, model: Module) -> Scores:
         """Scores of `model` on the task's splits, without building a graph."""
 
+    @property
+    def placement(self) -> dict[str, str]:
+        """Operand -> how it is stored and why (the placed data's)."""
+        return self.placed.placement
+
+    @property
+    def densities(self) -> dict[str, float]:
+        """Operand -> stored entries / (rows·cols), 1.0 when dense."""
+        return self.placed.densities
+
     def operands(self) -> dict[str, Any]:
         """The data every step reads, by name (features, adjacency): what the run holds."""
-        return {}
-
-    def dense_operands(self) -> list[str]:
-        """Names of the operands stored dense that could be stored sparse, largest first."""
-        return []
-
-    def make_sparse(self, name: str, reason: str) -> None:
-        """Store operand `name` sparse from now on (same values); `reason` joins the placement."""
-        raise NotImplementedError(f"{type(self).__name__} has no sparse form of {name}")
+        return self.placed.operands()
 
     # A task may collect across processes (a partitioned run) or bound its own memory: the
     # loop asks these two, whose defaults are a single process under the config's budget.
@@ -84,9 +86,9 @@ class Task(ABC):
         return {}
 
     def memory_budget(self) -> int | None:
-        """Bytes the 80% rule of `mgsparse.run.budget` holds each traced epoch to."""
-        from mgsparse.run.budget import budget_bytes
-        return budget_bytes(self.config.monitor)
+        """Bytes the 80% rule of `mgsparse.run.budget` holds each traced epoch to: the budget
+        the operands were placed under (`make_task` computes it once; None: no limit)."""
+        return self.budget
 
     def restore(self, state: dict[str, np.ndarray]) -> Module:
         """The model of a finished run, from its saved parameters, in eval mode."""

@@ -27,7 +27,8 @@ else:
 from mgsparse.config import load_config
 from mgsparse.distributed import partition_graph
 from mgsparse.run.build import build_optimizer
-from mgsparse.run.graph_task import GraphTask, load_graph
+from mgsparse.run.placed import load_graph
+from mgsparse.run.tasks.nodes import GraphTask
 from mgsparse.run.loop import train_epoch
 from mgsparse.run.task import shuffle_generator
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from mgsparse.config import load_config
 from mgsparse.distributed import Comm, StopSignals, abort_on_error
-from mgsparse.run.distributed_task import DistributedGraphTask
+from mgsparse.run.tasks.partitioned import DistributedGraphTask
 from mgsparse.run.loop import fit
 
 
