@@ -7,11 +7,12 @@ The loop (`mgsparse.run.loop`) knows nothing of graphs or point clouds. It asks 
   the forward and returns the loss to differentiate and how many targets it averages over
   (one batch per epoch for full-batch graph training, one per mini-batch otherwise);
 - ``evaluate(model)``: validation loss and the accuracies on the three splits (`Scores`);
-- ``restore(state)``: the model of a finished run, from its saved parameters.
+- ``restore(state)``: the model of a finished run, from its saved parameters;
+- ``placed``: the data it holds (`mgsparse.run.placed.PlacedGraph`), whose operands, placement
+  and densities the run reports and whose dense -> sparse switch the memory budget pulls.
 
 `mgsparse.run.kinds.make_task(config)` is the one place that decides which kind of run a
-config asks for. A new kind of run (neighbour-sampled mini-batches, partitions over MPI) is a
-new Task there, never a new loop.
+config asks for. A new kind of run is a new Task in `mgsparse.run.tasks`, never a new loop.
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from mgsparse.config import load_config
 from mgsparse.distributed import Comm, StopSignals, abort_on_error
-from mgsparse.run.tasks.partitioned import DistributedGraphTask
 from mgsparse.run.loop import fit
+from mgsparse.run.tasks.partitioned import DistributedGraphTask
 
 
 def main() -> None:

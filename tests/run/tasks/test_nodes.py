@@ -9,9 +9,9 @@ import pytest
 
 from mgsparse.data import karate_club, sbm
 from mgsparse.engine import Tensor
+from mgsparse.errors import ConfigError
 from mgsparse.nn import functional as F
 from mgsparse.nn.conv import normalized_adjacency
-from mgsparse.errors import ConfigError
 from mgsparse.run import GraphTask, Scores, fit, make_task
 from mgsparse.run import placed as placed_module  # where the whole graph's Â is built
 from mgsparse.run.tasks.nodes import NodeTask

@@ -8,8 +8,8 @@ import pytest
 from mgsparse.config import config_from_dict
 from mgsparse.run import GraphTask, make_task
 from mgsparse.run.placed import load_graph
-from mgsparse.run.tasks.sampled import SampledGraphTask
 from mgsparse.run.task import shuffle_generator
+from mgsparse.run.tasks.sampled import SampledGraphTask
 
 
 def configs(kind: str, **sampled):
