@@ -14,7 +14,6 @@ from mgsparse.nn import functional as F
 from mgsparse.nn.conv import normalized_adjacency
 from mgsparse.run import GraphTask, Scores, fit, make_task
 from mgsparse.run import placed as placed_module  # where the whole graph's Â is built
-from mgsparse.run.tasks.nodes import NodeTask
 from mgsparse.sparse import SparseTensor
 from tests.conftest import make_config
 
@@ -168,26 +167,11 @@ def test_first_loss_is_the_first_training_step_with_its_graph(karate):
 SBM = {"num_nodes": 1000, "split": "random", "num_val": 100, "num_test": 200}  # 80 train rows
 
 
-def subclassed_layers(monkeypatch, block_form: bool = True) -> None:
-    """Every task's model gets its convs replaced by instances of a subclass of their layer
-    (MyGCNConv, MySAGEConv, MyGATConv), keeping or dropping the inherited `on_block`."""
-    build = NodeTask.build_model
-
-    def build_model(self, rng):
-        model = build(self, rng)
-        for conv in model.convs:
-            base = type(conv)
-            conv.__class__ = type(f"My{base.__name__}", (base,),
-                                  {} if block_form else {"on_block": None})
-        return model
-
-    monkeypatch.setattr(NodeTask, "build_model", build_model)
-
-
 @pytest.mark.parametrize(("kind", "layer"), [("gcn", "MyGCNConv"), ("sage", "MySAGEConv"),
                                              ("gat", "MyGATConv")])
-def test_a_subclass_of_each_layer_trains_on_its_receptive_field(monkeypatch, kind, layer):
-    subclassed_layers(monkeypatch)
+def test_a_subclass_of_each_layer_trains_on_its_receptive_field(subclassed_layers, kind,
+                                                                 layer):
+    subclassed_layers()
     config = make_config("synthetic", dataset=SBM, model={"kind": kind}, train={"epochs": 30})
     task = make_task(config)
     assert len(task.train_idx) < task.num_nodes / 2
@@ -201,8 +185,8 @@ def test_a_subclass_of_each_layer_trains_on_its_receptive_field(monkeypatch, kin
     assert run.test_acc > 0.25 + 0.2  # 4 balanced classes: chance is 0.25
 
 
-def test_a_layer_without_a_block_form_trains_on_the_whole_graph_under_auto(monkeypatch):
-    subclassed_layers(monkeypatch, block_form=False)
+def test_a_layer_without_a_block_form_trains_on_the_whole_graph_under_auto(subclassed_layers):
+    subclassed_layers(block_form=False)
     config = make_config("synthetic", dataset=SBM, model={"kind": "sage"}, train={"epochs": 2})
     task = make_task(config)
     assert task.placement["receptive field"] == (
@@ -218,8 +202,8 @@ def test_a_layer_without_a_block_form_trains_on_the_whole_graph_under_auto(monke
     ({"batch_size": 16}, "set train.batch_size: null to train on the whole graph"),
 ])
 def test_a_layer_without_a_block_form_asked_to_run_on_blocks_is_one_config_error(
-        monkeypatch, train, setting):
-    subclassed_layers(monkeypatch, block_form=False)
+        subclassed_layers, train, setting):
+    subclassed_layers(block_form=False)
     config = make_config("synthetic", dataset=SBM, model={"kind": "sage"}, train=train)
     with pytest.raises(ConfigError) as caught:
         make_task(config)  # while the task is made: no step has run
