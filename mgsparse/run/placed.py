@@ -8,8 +8,9 @@ alone would pass 80% of the memory budget (then it stays sparse and the placemen
 The placed graph also holds the receptive fields built on its features (run/field.py), the
 reasons and densities the run's summary shows, and the dense -> sparse switch the memory
 budget (run/budget.py) pulls: before training when the estimated step is over 80% of the
-budget, during it when a traced epoch's peak is. Every kind of graph run holds one; none
-reaches into another's operands.
+budget, during it when a traced epoch's peak is. Every kind of run holds one (full batch,
+fields, sampled batches; a partition's rows or a point cloud held as given) instead of
+inheriting another kind's operands.
 """
 
 from __future__ import annotations
