@@ -27,9 +27,9 @@ from mgsparse.run.tasks.nodes import GraphTask
 from mgsparse.run.tasks.points import PointTask
 
 __all__ = [
-    "EpochRow", "EpochStats", "GraphTask", "PointTask", "EpochMemory", "MemoryReport", "RunResult",
-    "PlacedGraph", "SavedRunScores", "Scores", "Summary", "Task", "TrainResult", "build_model",
-    "build_optimizer", "evaluate_saved", "first_step_loss", "fit", "load_graph", "make_task",
-    "measure_memory", "metrics_dict", "output_dir", "read_metrics", "train_epoch",
+    "EpochMemory", "EpochRow", "EpochStats", "GraphTask", "MemoryReport", "PlacedGraph",
+    "PointTask", "RunResult", "SavedRunScores", "Scores", "Summary", "Task", "TrainResult",
+    "build_model", "build_optimizer", "evaluate_saved", "first_step_loss", "fit", "load_graph",
+    "make_task", "measure_memory", "metrics_dict", "output_dir", "read_metrics", "train_epoch",
     "write_outputs",
 ]

@@ -2,10 +2,10 @@
 
 The budget is computed once per run (`make_task`: "auto" is half the memory available then)
 and held by the task for placement and training alike. Its one rule (`dense_over_budget`): past
-80% of the budget, dense operands turn sparse. Before training, a dense array that alone
-would pass it is never built (`run.placed.place`), then the largest dense operand turns sparse
-while the estimated step passes it, and a run whose all-sparse step is estimated above the
-budget stops before its first epoch. During training, a traced epoch whose peak passes it
+80% of the budget, dense operands turn sparse. Before training it runs once, on the placed
+operands (a dense array larger than the whole budget was never built: `run.placed.place`):
+the largest dense operand turns sparse while the estimated step passes it, and a run whose
+all-sparse step is estimated above the budget stops before its first epoch. During training, a traced epoch whose peak passes it
 turns the largest dense operand sparse from the next epoch on (same values: the loss curve
 continues, the optimizer state is untouched); with nothing dense left, a peak above the
 budget ends the run cleanly. The rule talks to the task's placed data (`task.placed`, a

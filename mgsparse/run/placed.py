@@ -4,11 +4,11 @@ Placing decides how each matrix a step reads is stored: the features, and the wh
 operand the model reads (Â = D^-1/2 (A + I) D^-1/2 for a GCN, the raw edge list for GAT and
 GraphSAGE, nothing for an MLP). A matrix is sparse while its density (stored entries /
 (rows·cols)) is at most `sparse.sparsity_threshold`, dense above it, unless its dense array
-alone would pass 80% of the memory budget (then it stays sparse and the placement says why).
-The placed graph also holds the receptive fields built on its features (run/field.py), the
-reasons and densities the run's summary shows, and the dense -> sparse switch the memory
-budget (run/budget.py) pulls: before training when the estimated step is over 80% of the
-budget, during it when a traced epoch's peak is. Every kind of run holds one (full batch,
+alone would pass the whole memory budget (then it is never built: it stays sparse and the
+placement says why). The placed graph also holds the receptive fields built on its features
+(run/field.py), the reasons and densities the run's summary shows, and the dense -> sparse
+switch the memory budget (run/budget.py) pulls: before training when the estimated step is
+over 80% of the budget, during it when a traced epoch's peak is. Every kind of run holds one (full batch,
 fields, sampled batches; a partition's rows or a point cloud held as given) instead of
 inheriting another kind's operands.
 """
@@ -30,7 +30,7 @@ from mgsparse.data import Graph, load_dataset, user
 from mgsparse.data.sampler import NeighborSampler
 from mgsparse.engine import Tensor
 from mgsparse.nn.conv import normalized_adjacency
-from mgsparse.run.budget import dense_over_budget, mb
+from mgsparse.run.budget import mb
 from mgsparse.run.field import Field, describe
 from mgsparse.run.monitor import nnz_ratio
 from mgsparse.run.task import Progress
@@ -77,11 +77,13 @@ def graph_for(target: str, root: str | Path | None = None, url: str | None = Non
 def place(m: Any, threshold: float, dtype: Any,
           budget: int | None = None) -> tuple[SparseTensor | Tensor, str]:
     """A matrix as the operand it will be for the whole run: sparse while its density is at
-    most `threshold`, dense above it unless the dense array alone would pass 80% of the
-    memory `budget` (it is then never allocated); and the reason, for the run's summary."""
+    most `threshold`, dense above it unless the dense array alone would pass the memory
+    `budget`; and the reason, for the run's summary. Such an array is never allocated: no
+    placement could hold it. The budget's own 80% rule applies once, after placing, to the
+    estimated step (`run.budget.fit_within_budget`)."""
     density = nnz_ratio(m)
     dense_bytes = m.shape[0] * m.shape[1] * np.dtype(dtype).itemsize
-    if density > threshold and dense_over_budget(dense_bytes, budget):
+    if density > threshold and budget is not None and dense_bytes > budget:
         operand, _ = place(m, 1.0, dtype)  # sparse, whatever the density
         return operand, f"sparse (dense would need {mb(dense_bytes)} of a {mb(budget)} budget)"
     operand = as_operand(m, threshold)
