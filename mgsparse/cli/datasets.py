@@ -10,7 +10,7 @@ from mgsparse.cli.progress import download_bar
 from mgsparse.cli.render import datasets_table, fail, info_table, out
 from mgsparse.data import dataset_info, download_dataset, list_datasets
 from mgsparse.errors import MgsparseError
-from mgsparse.run.graph_task import graph_for
+from mgsparse.run.placed import graph_for
 
 datasets_app = typer.Typer(help="List, download and inspect datasets.", no_args_is_help=True)
 
