@@ -10,7 +10,7 @@ from mgsparse.bench.dense_vs_sparse import DenseVsSparseResult, bench_config, de
 from mgsparse.bench.measure import Progress
 from mgsparse.bench.sweep import SweepResult, parse_scale, scale_sweep
 from mgsparse.errors import ConfigError, DataError
-from mgsparse.run.graph_task import load_graph
+from mgsparse.run.placed import load_graph
 
 
 def check_output(path: Path | None, what: str) -> None:
@@ -28,7 +28,7 @@ def run_benchmark(dense_vs_sparse_: bool, dataset: str | None, config_path: Path
                   ) -> DenseVsSparseResult | SweepResult:
     """Dense vs sparse on one graph, or (`scale`) the sweep over synthetic sizes; the
     results are written as JSON where asked, and the sweep handed to `draw` (the caller's
-    picture, `mgsparse.plots.plot_sweep`: bench sits below plots) with `plot_path`."""
+    picture, `mgsparse.cli.plots.plot_sweep`: bench sits below plots) with `plot_path`."""
     if not dense_vs_sparse_:
         raise ConfigError("choose a benchmark: --dense-vs-sparse")
     if plot_path is not None and scale is None:

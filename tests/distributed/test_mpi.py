@@ -3,7 +3,6 @@ signalled rank ends the whole job. Skipped without mpi4py (the extra `mgsparse[d
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
@@ -27,9 +26,10 @@ else:
 from mgsparse.config import load_config
 from mgsparse.distributed import partition_graph
 from mgsparse.run.build import build_optimizer
-from mgsparse.run.graph_task import GraphTask, load_graph
 from mgsparse.run.loop import train_epoch
+from mgsparse.run.placed import load_graph
 from mgsparse.run.task import shuffle_generator
+from mgsparse.run.tasks.nodes import GraphTask
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("worker.py")
@@ -77,7 +77,7 @@ def single_process(config) -> list[dict]:
         loss, grad_norm = train_epoch(model, optimizer, task.batches(model, shuffle),
                                       config.train.grad_clip_norm)
         rows.append({"loss": loss, "grad_norm": grad_norm,
-                     **dataclasses.asdict(task.evaluate(model))})
+                     **task.evaluate(model)})
     return rows
 
 
