@@ -103,6 +103,16 @@ def test_datasets_info_on_a_folder_without_an_edge_list_is_a_usage_error(cli, tm
     one_line_error(cli("datasets", "info", tmp_path), 2, "no edges.csv")
 
 
+@pytest.mark.parametrize("make, needle", [
+    (lambda p: os.symlink(p, p), "Too many levels of symbolic links"),  # not "unknown dataset"
+    (lambda p: None, "No such file or directory"),
+])
+def test_datasets_info_on_a_broken_path_names_the_path(cli, tmp_path, make, needle):
+    path = tmp_path / "graph.csv"
+    make(path)
+    one_line_error(cli("datasets", "info", path), 2, f"{path}: {needle}")
+
+
 def test_datasets_info_on_a_pipe_is_refused_without_reading(cli, tmp_path):
     os.mkfifo(tmp_path / "pipe.csv")
     one_line_error(cli("datasets", "info", tmp_path / "pipe.csv"), 2,
