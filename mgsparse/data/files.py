@@ -107,7 +107,8 @@ def _convert(cells: np.ndarray, dtype, path: Path, line_numbers: np.ndarray, wha
                 try:
                     np.array(python_type(value)).astype(dtype)
                 except ValueError:
-                    hint = " (a header? start it with #)" if row == 0 else ""
+                    hint = (" (an empty field: a separator too many?)" if not str(value)
+                            else " (a header? start it with #)" if row == 0 else "")
                     raise DataError(f"{where}: {what} {str(value)!r} is not {kind}"
                                     f"{hint}") from None
                 except OverflowError:

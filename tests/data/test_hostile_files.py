@@ -106,6 +106,8 @@ def test_a_path_that_is_no_regular_file_is_named_and_never_read(tmp_path, kind, 
      r"features\.npy: 0 feature columns \(60 x 0\); give at least one number per node"),
     (lambda ex: (ex / "edges.csv").write_text("source,target\n0,1\n"),
      r"edges\.csv line 1: node id 'source' is not an integer \(a header\? start it with #\)"),
+    (lambda ex: (ex / "edges.csv").write_text("0,1,\n1,2,\n"),
+     r"edges\.csv line 1: weight '' is not a number \(an empty field: a separator too many\?\)"),
     (lambda ex: (ex / "edges.csv").write_text("0,1,1.5\n1,2,-0.5\n"),
      r"edges\.csv line 2: weight -0\.5 is negative; edge weights must be >= 0"),
 ])
