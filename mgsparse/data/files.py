@@ -147,7 +147,8 @@ def load_edge_list(path: str | Path, num_nodes: int | None = None
     E edges touch at most 2E nodes, so an id beyond that is a typo or a foreign numbering
     (a node id of 10^18 would otherwise allocate 10^18 nodes). Weights must be finite and
     non-negative: GCN's D^-1/2 (A + I) D^-1/2 takes the square root of weighted degrees, so
-    a negative weight could make one zero or negative (an infinite or NaN Â).
+    a negative weight could make one zero or negative, and that node's row of Â would vanish
+    without a word (`gcn_norm` zeroes it).
     """
     path = Path(path)
     table, lines = _read_table(path, (2, 3), "2 columns (source, target) or 3 (with weight)")
