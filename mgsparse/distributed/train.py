@@ -198,9 +198,8 @@ def partition_graph(config: Config, graph: Any, parts: int, out: str | Path,
     from mgsparse.data.partition import write_partitions
     from mgsparse.nn.gcn import normalized_adjacency
 
-    weight = graph.edge_weight  # the CSV's third column, as single-process training reads it
     norm_adj = normalized_adjacency(graph.edge_index, graph.num_nodes,
-                                    None if weight is None else Tensor(weight))
-    return write_partitions(graph, norm_adj.to_scipy("csr"), parts, out, method=method,
+                                    graph.edge_weight).to_scipy("csr")
+    return write_partitions(graph, norm_adj, parts, out, method=method,
                             widths=exchange_widths(config, graph.num_classes),
                             seed=config.train.seed, made_from=dataset_identity(config.dataset))
