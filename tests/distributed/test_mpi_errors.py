@@ -89,7 +89,7 @@ def garbage_adjacency(root: Path) -> None:
 def manifest_features(root: Path) -> None:
     path = root / "manifest.json"
     m = json.loads(path.read_text())
-    m["num_features"] = m["graph"]["num_features"] = 500_000  # 30 GiB of first layer
+    m["num_features"] = m.setdefault("graph", {})["num_features"] = 500_000
     path.write_text(json.dumps(m))
 
 
