@@ -61,27 +61,27 @@ def shift_recv_onto_own(root: Path) -> None:
 
 CASES = {
     "manifest a list": (lambda r: (r / P.MANIFEST).write_text("[1, 2]"),
-                        r"manifest\.json: not a partition file \(a JSON object expected, got "
-                        r"list\)"),
+                        (r"manifest\.json: not a partition file \(a JSON object expected, got "
+                        r"list\)")),
     "older format": (lambda r: manifest(r, format=1),
                      r"manifest\.json: partition format 1, this mgsparse reads 2"),
     "30 GiB of first layer": (lambda r: manifest(r, num_features=500_000_000),
-                              r"manifest\.json: num_features must be an integer in "
-                              r"\[1, 16777216\], got 500000000"),
+                              (r"manifest\.json: num_features must be an integer in "
+                              r"\[1, 16777216\], got 500000000")),
     "features the files lack": (lambda r: manifest(r, num_features=1_000_000,
                                                    graph={"num_nodes": 300,
                                                           "num_features": 1_000_000,
                                                           "num_classes": 3}),
-                                r"part-000/x\.npz: shape \[150, 16\], expected "
-                                r"\[150, 1000000\]"),
+                                (r"part-000/x\.npz: shape \[150, 16\], expected "
+                                r"\[150, 1000000\]")),
     "counts that do not add up": (lambda r: manifest(r, nodes_per_part=[150, 151]),
                                   r"manifest\.json: nodes_per_part does not sum to num_nodes"),
     "a node moved in the manifest only": (lambda r: manifest(r, nodes_per_part=[151, 149]),
-                                          r"part-000/nodes\.npy: holds int64 \(150,\), "
-                                          r"expected \(151,\)"),
+                                          (r"part-000/nodes\.npy: holds int64 \(150,\), "
+                                          r"expected \(151,\)")),
     "a bool as a count": (lambda r: manifest(r, num_parts=True),
-                          r"manifest\.json: num_parts must be an integer in \[1, 65536\], "
-                          r"got true"),
+                          (r"manifest\.json: num_parts must be an integer in \[1, 65536\], "
+                          r"got true")),
     "fewer classes": (lambda r: manifest(r, num_classes=2, graph={"num_nodes": 300,
                                                                    "num_features": 16,
                                                                    "num_classes": 2}),
@@ -95,12 +95,12 @@ CASES = {
     "nodes truncated": (lambda r: truncate(r / "part-000" / "nodes.npy"),
                         r"part-000/nodes\.npy: truncated \(\d+ bytes for int64 \(150,\)\)"),
     "labels as floats": (lambda r: np.save(r / "part-000" / "y.npy", np.zeros(150)),
-                         r"part-000/y\.npy: holds float64 \(150,\), expected \(150,\) of kind "
-                         r"'i'"),
+                         (r"part-000/y\.npy: holds float64 \(150,\), expected \(150,\) of kind "
+                         r"'i'")),
     "send index out of range": (lambda r: edit_npz(r / "part-000" / "send.npz",
                                                    idx=lambda i: i + 10_000),
-                                r"part-000/send\.npz: idx must increase within each peer and "
-                                r"lie in \[0, 150\)"),
+                                (r"part-000/send\.npz: idx must increase within each peer and "
+                                r"lie in \[0, 150\)")),
     "send counts off": (lambda r: edit_npz(r / "part-000" / "send.npz",
                                            counts=lambda c: c + np.array([0, 1])),
                         r"part-000/send\.npz: counts must be 2 non-negative numbers summing"),
