@@ -22,7 +22,8 @@ from mgsparse.cli.render import (
     warn,
 )
 from mgsparse.config import load_config
-from mgsparse.errors import MgsparseError
+from mgsparse.distributed.comm import quiet_rank
+from mgsparse.errors import ConfigError, MgsparseError
 from mgsparse.run import (
     evaluate_saved,
     fit,
@@ -32,7 +33,7 @@ from mgsparse.run import (
     write_outputs,
 )
 from mgsparse.run.checkpoint import check_output_dir
-from mgsparse.run.tasks.partitioned import DistributedGraphTask, fit_partitioned
+from mgsparse.run.tasks.partitioned import DistributedGraphTask, PartitionedRun
 
 EXIT_INTERRUPTED = 130  # the shell's convention for a run ended by SIGINT
 EXIT_TERMINATED = 143  # ... and by SIGTERM (128 + 15)
@@ -106,6 +107,7 @@ def train(
             check_output_dir(out_dir)
         writer = _Writer(out_dir)
         if partitions is not None:
+            _refuse_for_partitions(plot, memory_report)
             return _train_partitioned(config, partitions, writer, quiet or as_json, as_json)
         with _downloads(quiet or as_json) as progress:
             task = make_task(config, progress)
@@ -125,23 +127,41 @@ def train(
                 err_console.print(f"pictures of the run: {saved}", markup=False)
             _report(result, as_json, memory_report, signals.received, writer.error)
     except MgsparseError as e:
+        if partitions is not None and quiet_rank(e):  # rank 0 prints it, once
+            raise typer.Exit(e.exit_code) from None
         fail(e)
+
+
+def _refuse_for_partitions(plot: Path | None, memory_report: bool) -> None:
+    """Options a partitioned run would otherwise drop silently."""
+    if plot:
+        raise ConfigError("--plot is not available with --partitions: its pictures need the "
+                          "whole graph's embedding, which no rank holds")
+    if memory_report:
+        raise ConfigError("--memory-report is not available with --partitions: it measures "
+                          "a single process's operands")
 
 
 def _train_partitioned(config, partitions: Path, writer, silent: bool, as_json: bool) -> None:
     """One rank of `mpiexec -n K mgsparse train CONFIG --partitions DIR`: rank 0 shows the
-    live table and the summary and writes the run folder; every rank trains."""
-    def report(e: BaseException) -> None:
+    live table and the summary and writes the run folder; every rank trains and leaves with
+    the same exit code."""
+    def report(e: BaseException) -> None:  # an error during training, on the failing rank
         message = str(e).splitlines()[0] if str(e) else type(e).__name__
         err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
 
-    display = TrainDisplay(config, {}, not silent, DistributedGraphTask.metrics)
-    with display:
-        result, rank = fit_partitioned(config, partitions, display.on_epoch, writer, report)
-    if rank != 0:
-        return
-    writer(result)
-    _report(result, as_json, False, None, writer.error)
+    with PartitionedRun(config, partitions) as job:
+        root = job.rank == 0
+        display = TrainDisplay(config, {}, root and not silent, DistributedGraphTask.metrics)
+        with display:
+            result = job.fit(display.on_epoch if root else None, writer if root else None,
+                             report)
+    if root:
+        writer(result)
+        _report(result, as_json, False, job.signum, writer.error)
+    elif result.failed or result.interrupted:  # the code rank 0's _report exits with
+        raise typer.Exit(1 if result.failed else EXIT_TERMINATED
+                         if job.signum == signal.SIGTERM else EXIT_INTERRUPTED)
 
 
 class _Writer:
