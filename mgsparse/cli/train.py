@@ -32,7 +32,6 @@ from mgsparse.run import (
     metrics_dict,
     write_outputs,
 )
-from mgsparse.run.loop import TrainResult
 from mgsparse.run.tasks.partitioned import DistributedGraphTask, fit_partitioned
 
 EXIT_INTERRUPTED = 130  # the shell's convention for a run ended by SIGINT
@@ -137,8 +136,11 @@ def train(
                                  on_run_end=signals.shield(writer),
                                  should_stop=signals.should_stop)
             except KeyboardInterrupt:  # the abort landed between epochs: keep what was written
-                result = writer.last or TrainResult(config, task.placement, metrics=task.metrics)
-                aborted = True
+                if writer.last is None:
+                    fail("interrupted before a run finished: nothing to save",
+                         EXIT_TERMINATED if signals.received == signal.SIGTERM
+                         else EXIT_INTERRUPTED)
+                result, aborted = writer.last, True
             signals.finishing = True
             if memory_report:
                 result.memory_report = measure_memory(config, task)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CONFIGS
+from tests.conftest import CONFIGS, one_line_error
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/status").is_file(),
                                 reason="needs Linux /proc")
@@ -101,3 +101,31 @@ def test_only_one_abort_and_only_while_an_epoch_may_run():
     assert seen == ["result"] and not writing.writing
     with pytest.raises(KeyboardInterrupt):  # an epoch after the write may be aborted again
         writing.handler(signal.SIGINT, None)
+
+
+def test_an_abort_between_runs_reports_and_keeps_the_runs_written(cli, tmp_path, monkeypatch):
+    """An abort that lands outside an epoch (e.g. while a finished run is re-evaluated) still
+    ends in the summary of the runs written, exit 130; before any run: one line, nothing."""
+    from mgsparse.cli import train as command
+
+    real_fit = command.fit
+
+    def fit_then_abort(config, task, **hooks):
+        real_fit(config, task, **hooks)  # one whole run, written by on_run_end
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(command, "fit", fit_then_abort)
+    out = tmp_path / "run"
+    result = cli("train", CONFIGS / "karate.yaml", "--epochs", "3", "--quiet", "--out", out)
+    assert result.exit_code == 130 and "Traceback" not in result.output
+    assert "test accuracy" in result.stdout
+    assert len(json.loads((out / "metrics.json").read_text())["runs"][0]["epochs"]) == 3
+
+    def abort_at_once(config, task, **hooks):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(command, "fit", abort_at_once)
+    never = tmp_path / "never"
+    result = cli("train", CONFIGS / "karate.yaml", "--epochs", "3", "--quiet", "--out", never)
+    one_line_error(result, 130, "interrupted before a run finished: nothing to save")
+    assert not never.exists()
