@@ -7,11 +7,10 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from mgsparse.catalog import DATASETS
 from mgsparse.cli.progress import download_bar
 from mgsparse.cli.render import datasets_table, fail, info_table, out
 from mgsparse.data import GraphSet, dataset_info, download_dataset, list_datasets
-from mgsparse.errors import DataError, MgsparseError
+from mgsparse.errors import MgsparseError
 from mgsparse.run.placed import graph_for
 
 datasets_app = typer.Typer(help="List, download and inspect datasets.", no_args_is_help=True)
@@ -55,20 +54,11 @@ def info_command(target: str = typer.Argument(..., metavar="NAME_OR_PATH", help=
         with download_bar() as report:
             graph = graph_for(target, root, url, report)
     except MgsparseError as err:
-        fail(err, 2 if _your_files(target, err) else None)
+        fail(err)
     if isinstance(graph, GraphSet):
         out.print(graphset_table(graph.info()))
     else:
         out.print(info_table(dataset_info(graph)))
-
-
-def _your_files(target: str, err: MgsparseError) -> bool:
-    """`err` is about files the user named (a folder or an edge list, not a config or a
-    dataset name): an input error, exit 2, as the exit-code table says, where a damaged
-    download or cache is a runtime one."""
-    path = Path(target)
-    return (isinstance(err, DataError) and path.suffix.lower() not in (".yaml", ".yml")
-            and target.lower() not in DATASETS and (path.is_dir() or path.is_file()))
 
 
 def graphset_table(info: dict) -> Table:
