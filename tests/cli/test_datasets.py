@@ -199,9 +199,3 @@ def test_download_and_info_of_an_ogb_archive(cli, offline, tmp_path, monkeypatch
     result = cli("datasets", "download", "ogbn-tiny", "--url", str(mirror),
                                  "--root", str(tmp_path / "fresh"))
     one_line_error(result, 1, "tiny.zip: not a readable zip archive")
-
-
-def test_info_on_your_folder_without_an_edge_list_is_a_usage_error(cli, tmp_path):
-    """Files the user named themselves are input, as the exit-code table says: exit 2."""
-    (tmp_path / "labels.csv").write_text("node,label\n0,1\n")
-    one_line_error(cli("datasets", "info", tmp_path), 2, str(tmp_path), "no edges.csv")
