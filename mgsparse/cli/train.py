@@ -128,20 +128,8 @@ def train(
         for event in task.budget_events:
             warn(event.message)
         display = TrainDisplay(config, task.densities, not (quiet or as_json), task.metrics)
-        aborted = False
         with _signals_end_epoch() as signals:
-            try:
-                with display:
-                    result = fit(config, task, on_epoch=display.on_epoch,
-                                 on_run_end=signals.shield(writer),
-                                 should_stop=signals.should_stop)
-            except KeyboardInterrupt:  # the abort landed between epochs: keep what was written
-                if writer.last is None:
-                    fail("interrupted before a run finished: nothing to save",
-                         EXIT_TERMINATED if signals.received == signal.SIGTERM
-                         else EXIT_INTERRUPTED)
-                result, aborted = writer.last, True
-            signals.finishing = True
+            result, aborted = _fit(config, task, display, signals, writer)
             if memory_report:
                 result.memory_report = measure_memory(config, task)
             writer(result)
@@ -151,6 +139,24 @@ def train(
             _report(result, as_json, memory_report, signals.received, writer.error, aborted)
     except MgsparseError as e:
         fail(e)
+
+
+def _fit(config, task, display: TrainDisplay, signals: _Signals, writer: _Writer):
+    """`fit` under the signal rules: (result, aborted). An abort that lands outside an epoch
+    (while a finished run is re-evaluated, between runs) escapes `fit`; the runs the writer
+    already has are then the result, and before any, one line says nothing was saved."""
+    try:
+        with display:
+            result = fit(config, task, on_epoch=display.on_epoch,
+                         on_run_end=signals.shield(writer), should_stop=signals.should_stop)
+        aborted = False
+    except KeyboardInterrupt:
+        if writer.last is None:
+            fail("interrupted before a run finished: nothing to save",
+                 EXIT_TERMINATED if signals.received == signal.SIGTERM else EXIT_INTERRUPTED)
+        result, aborted = writer.last, True
+    signals.finishing = True
+    return result, aborted
 
 
 def _check_outputs(out_dir: Path | None, plot: Path | None, runs: int) -> None:
