@@ -16,6 +16,7 @@ import typer
 
 from mgsparse.bench import SweepResult
 from mgsparse.bench.run import run_benchmark
+from mgsparse.cli.outputs import PICTURES, check_output, write_json
 from mgsparse.cli.progress import download_bar
 from mgsparse.cli.render import (
     comparison_table,
@@ -26,11 +27,23 @@ from mgsparse.cli.render import (
     sweep_lines,
     sweep_table,
 )
-from mgsparse.errors import MgsparseError
+from mgsparse.errors import ConfigError, MgsparseError
 
 
 def _status(message: str) -> None:
     err_console.print(f"[dim]{message}[/]", highlight=False)
+
+
+def _check_outputs(json_path: Path | None, plot_path: Path | None) -> None:
+    """The output rule (cli/outputs.py), and matplotlib for a picture: before a sweep of
+    minutes, not after it."""
+    from mgsparse.cli import plots
+
+    taken: dict[Path, str] = {}
+    check_output(json_path, "--json", taken=taken)
+    check_output(plot_path, "--plot", suffixes=PICTURES, taken=taken)
+    if plot_path is not None:
+        plots.require_matplotlib()
 
 
 def bench(
@@ -52,7 +65,7 @@ def bench(
     tolerance: float = typer.Option(1e-4, "--tolerance", help="Max relative difference "
                                     "allowed between the two representations"),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the results "
-                                             "as JSON to this file"),
+                                             "as JSON to this file (its folders are created)"),
     plot_path: Optional[Path] = typer.Option(None, "--plot", help="PNG of the sweep (needs "
                                              "matplotlib: pip install 'mgsparse\\[plot]'; "
                                              "exit 1 without it)"),
@@ -61,13 +74,17 @@ def bench(
     from mgsparse.cli import plots  # matplotlib itself only when a picture is drawn
 
     try:
-        if plot_path is not None and scale is not None:
-            plots.require_matplotlib()  # fail before a sweep of minutes, not after it
+        if plot_path is not None and scale is None:
+            raise ConfigError("--plot draws the scaling sweep; add --scale")
+        _check_outputs(json_path, plot_path)
         with download_bar() as downloads:
             result = run_benchmark(dense_vs_sparse, dataset, config_path, set_, scale, repeat,
-                                   warmup, budget_mb, tolerance, json_path, plot_path,
-                                   progress=_status, download_progress=downloads,
-                                   draw=plots.plot_sweep)
+                                   warmup, budget_mb, tolerance, progress=_status,
+                                   download_progress=downloads)
+        if json_path is not None:
+            write_json(json_path, result.to_dict())
+        if plot_path is not None:
+            plots.plot_sweep(result, plot_path)
     except MgsparseError as e:
         fail(e)
     if isinstance(result, SweepResult):
