@@ -10,7 +10,6 @@ beyond the tolerance (or the plot cannot be drawn: matplotlib missing), 2 for us
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -51,22 +50,22 @@ def bench(
                                          help="Time and trace the GCN whole-graph step, "
                                          "sparse vs dense (and the receptive-field step when "
                                          "the config trains on one)."),
-    dataset: Optional[str] = typer.Option(None, "--dataset", help="A graph dataset (default: "
+    dataset: str | None = typer.Option(None, "--dataset", help="A graph dataset (default: "
                                           "the first in `mgsparse datasets list`)"),
-    config_path: Optional[Path] = typer.Option(None, "--config", help="YAML config (model, "
+    config_path: Path | None = typer.Option(None, "--config", help="YAML config (model, "
                                                "optimizer, dataset settings)"),
     set_: list[str] = typer.Option([], "--set", help="Override a key: --set model.hidden=64"),
     repeat: int = typer.Option(20, "--repeat", help="Timed steps per representation"),
     warmup: int = typer.Option(3, "--warmup", help="Untimed steps before timing"),
-    scale: Optional[str] = typer.Option(None, "--scale", help="Sweep node counts, e.g. "
+    scale: str | None = typer.Option(None, "--scale", help="Sweep node counts, e.g. "
                                         "1000,10000,100000,1000000 (needs --dataset synthetic)"),
     budget_mb: float = typer.Option(2048.0, "--memory-budget-mb", help="Refuse dense when "
                                     "its estimated memory exceeds this (skipped in a sweep)"),
     tolerance: float = typer.Option(1e-4, "--tolerance", help="Max relative difference "
                                     "allowed between the two representations"),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the results "
+    json_path: Path | None = typer.Option(None, "--json", help="Also write the results "
                                              "as JSON to this file (its folders are created)"),
-    plot_path: Optional[Path] = typer.Option(None, "--plot", help="PNG of the sweep (needs "
+    plot_path: Path | None = typer.Option(None, "--plot", help="PNG of the sweep (needs "
                                              "matplotlib: pip install 'mgsparse\\[plot]'; "
                                              "exit 1 without it)"),
 ) -> None:

@@ -191,7 +191,7 @@ class StopSignals:
         self.signum: int | None = None
         self._old: dict = {}
 
-    def __enter__(self) -> StopSignals:  # noqa: PYI034 (Self needs Python 3.11)
+    def __enter__(self) -> StopSignals:
         for s in self.SIGNALS:
             self._old[s] = signal.signal(s, self._handle)
         return self

@@ -4,6 +4,7 @@ comparison or the sweep (its JSON and plot are the CLI's: tests/cli/test_outputs
 from __future__ import annotations
 
 import importlib
+
 import pytest
 
 from mgsparse.bench import DenseVsSparseResult, SweepResult

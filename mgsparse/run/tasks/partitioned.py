@@ -133,7 +133,7 @@ class PartitionedRun:
         self.comm = Comm(timeout=timeout or DEFAULT_TIMEOUT)
         self.rank, self.stop = self.comm.rank, StopSignals(self.comm)
 
-    def __enter__(self) -> PartitionedRun:  # noqa: PYI034 (Self needs Python 3.11)
+    def __enter__(self) -> PartitionedRun:
         set_num_threads(self.config.sparse.threads)
         self.stop.__enter__()
         try:
