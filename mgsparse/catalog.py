@@ -35,12 +35,13 @@ class ModelFacts:
     description: str
     builder: str  # the class in mgsparse.nn that builds it
     options: tuple[str, ...] = ()  # model-section keys passed on to that class
+    block_form: bool = True  # its layers run on blocks (nn/block.py): receptive fields, sampling
 
 
 DATASETS: dict[str, DatasetFacts] = {d.name: d for d in (
     DatasetFacts("cora", "graph", "planetoid",
                  "citation graph: 2,708 nodes, 10,556 edges, 1,433 features, 7 classes",
-                 {"gcn": 0.815, "gat": 0.830}, title="Cora"),
+                 {"gcn": 0.815, "gat": 0.830, "sgc": 0.810, "gcnii": 0.855}, title="Cora"),
     DatasetFacts("citeseer", "graph", "planetoid",
                  "citation graph: 3,327 nodes, 9,104 edges, 3,703 features, 6 classes",
                  {"gcn": 0.703, "gat": 0.725}, title="CiteSeer"),
@@ -75,6 +76,13 @@ MODELS: dict[str, ModelFacts] = {m.kind: m for m in (
     ModelFacts("sage", "edge_index", "GraphSAGE with mean aggregation, Hamilton et al. 2017",
                "GraphSAGE", ("normalize",)),
     ModelFacts("mlp", None, "multi-layer perceptron: no graph", "MLP"),
+    ModelFacts("appnp", "norm_adj", "MLP then personalised-PageRank propagation, Klicpera et "
+               "al. 2019", "APPNP", ("k", "alpha"), block_form=False),
+    ModelFacts("sgc", "norm_adj", "simplified graph convolution (Â^K X, one linear layer), Wu "
+               "et al. 2019", "SGC", ("k",), block_form=False),
+    ModelFacts("gcnii", "norm_adj", "deep GCN with initial residual and identity mapping, Chen "
+               "et al. 2020", "GCNII", ("alpha", "theta"),
+               block_form=False),
 )}
 
 DATASET_NAMES: tuple[str, ...] = tuple(DATASETS)

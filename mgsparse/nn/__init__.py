@@ -7,8 +7,10 @@ each one, and a subclass of each, through the contract that `nn/block.py` writes
 """
 
 from mgsparse.nn import functional
+from mgsparse.nn.appnp import APPNP, APPNPProp
 from mgsparse.nn.gat import GAT, GATConv
 from mgsparse.nn.gcn import GCN, GCNConv, normalized_adjacency
+from mgsparse.nn.gcnii import GCNII, GCNIIConv
 from mgsparse.nn.layers import (
     ELU,
     Dropout,
@@ -22,12 +24,14 @@ from mgsparse.nn.layers import (
 )
 from mgsparse.nn.module import LoadResult, Module, ModuleList, Parameter, Sequential
 from mgsparse.nn.sage import GraphSAGE, SAGEConv
+from mgsparse.nn.sgc import SGC
 from mgsparse.nn.stack import MLP
 
 GRAPH_LAYERS: tuple[type[Module], ...] = (GCNConv, GATConv, SAGEConv)
 
 __all__ = [
-    "ELU", "GAT", "GCN", "GRAPH_LAYERS", "MLP", "Dropout", "GATConv", "GCNConv", "GraphSAGE",
-    "Identity", "LeakyReLU", "Linear", "LoadResult", "Module", "ModuleList", "Parameter", "ReLU",
-    "SAGEConv", "Sequential", "Sigmoid", "Tanh", "functional", "glorot_", "normalized_adjacency",
+    "APPNP", "ELU", "GAT", "GCN", "GCNII", "GRAPH_LAYERS", "MLP", "SGC", "APPNPProp", "Dropout",
+    "GATConv", "GCNConv", "GCNIIConv", "GraphSAGE", "Identity", "LeakyReLU", "Linear",
+    "LoadResult", "Module", "ModuleList", "Parameter", "ReLU", "SAGEConv", "Sequential",
+    "Sigmoid", "Tanh", "functional", "glorot_", "normalized_adjacency",
 ]
