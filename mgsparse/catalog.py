@@ -75,6 +75,8 @@ MODELS: dict[str, ModelFacts] = {m.kind: m for m in (
                ("heads", "output_heads", "attn_dropout")),
     ModelFacts("sage", "edge_index", "GraphSAGE with mean aggregation, Hamilton et al. 2017",
                "GraphSAGE", ("normalize",)),
+    ModelFacts("gin", "edge_index", "graph isomorphism network, Xu et al. 2019", "GIN",
+               ("train_eps",)),
     ModelFacts("mlp", None, "multi-layer perceptron: no graph", "MLP"),
     ModelFacts("appnp", "norm_adj", "MLP then personalised-PageRank propagation, Klicpera et "
                "al. 2019", "APPNP", ("k", "alpha"), block_form=False),

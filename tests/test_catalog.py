@@ -67,8 +67,8 @@ def test_every_model_kind_names_its_class_operand_and_options(kind):
 
 def test_the_operand_each_model_reads():
     assert {k: m.operand for k, m in MODELS.items()} == {
-        "gcn": "norm_adj", "gat": "edge_index", "sage": "edge_index", "mlp": None,
-        "appnp": "norm_adj", "sgc": "norm_adj", "gcnii": "norm_adj"}
+        "gcn": "norm_adj", "gat": "edge_index", "sage": "edge_index", "gin": "edge_index",
+        "mlp": None, "appnp": "norm_adj", "sgc": "norm_adj", "gcnii": "norm_adj"}
 
 
 @pytest.mark.parametrize("kind", [k for k, m in MODELS.items() if m.operand is not None])

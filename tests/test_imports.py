@@ -1,13 +1,13 @@
 """The import rule, checked over every module of the package, not a hand-kept list.
 
-    engine < sparse < nn, optim < distributed < run, bench, checks < plots < cli
+    engine < sparse < nn, optim < distributed < run, bench, checks < cli
 
 `errors`, `catalog`, `config` and `data` are leaves: `catalog` imports nothing from mgsparse,
 `data` and the `config` package (schema, YAML reader, checks) may read the catalog and the
 errors only. `distributed` (the MPI pieces) sits under the run layer, whose distributed task
-uses it. Only `cli` imports typer or rich; matplotlib is imported only by `plots`, mpi4py only by
-`distributed` and pymetis only by `data`, each only inside a function (lazily), so nothing
-loads an optional extra until it is used.
+uses it. Only `cli` imports typer, rich and matplotlib (its `plots`), mpi4py only
+`distributed` and pymetis only `data`, the three extras each only inside a function (lazily),
+so nothing loads an optional extra until it is used.
 
 Two checks: every `import` statement of every module (parsed with `ast`, function bodies
 included) points down the chain; and each package imported alone in a fresh interpreter loads
@@ -49,12 +49,11 @@ MAY_IMPORT["distributed"] = set(BELOW_RUN)
 MAY_IMPORT["run"] = BELOW_RUN | {"distributed"}
 MAY_IMPORT["checks"] = set(BELOW_RUN)
 MAY_IMPORT["bench"] = BELOW_RUN | {"distributed", "run"}
-MAY_IMPORT["plots"] = BELOW_RUN | {"distributed", "run", "bench"}
-MAY_IMPORT["cli"] = BELOW_RUN | {"distributed", "run", "bench", "checks", "plots"}
+MAY_IMPORT["cli"] = BELOW_RUN | {"distributed", "run", "bench", "checks"}
 MAY_IMPORT["__main__"] = {"cli"}
 # the root re-exports the engine and sparse: importing it is importing them
 MAY_IMPORT["mgsparse"] = {"engine", "sparse", "errors"}
-THIRD_PARTY_ONLY_IN = {"typer": {"cli"}, "rich": {"cli"}, "matplotlib": {"plots"},
+THIRD_PARTY_ONLY_IN = {"typer": {"cli"}, "rich": {"cli"}, "matplotlib": {"cli"},
                        "mpi4py": {"distributed"}, "pymetis": {"data"}}
 LAZY_ONLY = {"matplotlib", "mpi4py", "pymetis"}  # optional extras: inside functions only
 
@@ -118,7 +117,8 @@ def imports_of(module: str, base: Path = PACKAGE_DIR) -> list[tuple[str, int, bo
 
 def test_the_walk_finds_every_package_and_each_has_a_layer():
     assert {"engine", "sparse", "nn", "optim", "run", "bench", "checks", "cli", "data", "config",
-            "catalog", "errors", "plots"} <= set(TOP_LEVEL)
+            "catalog", "errors"} <= set(TOP_LEVEL)
+    assert "mgsparse.cli.plots" in MODULES and "plots" not in TOP_LEVEL
     assert "mgsparse.run.loop" in MODULES and "mgsparse.cli.train" in MODULES
     unplaced = sorted(set(TOP_LEVEL) - set(MAY_IMPORT))
     assert unplaced == [], f"place these modules in the import chain: {unplaced}"
@@ -193,7 +193,7 @@ def test_each_package_alone_loads_only_what_it_may(loaded, package):
     offenders = sorted(
         m for m in modules
         if (m.startswith("mgsparse.") and layer(m) not in allowed)
-        or m.split(".")[0] in LAZY_ONLY  # never at import time, not even for plots or cli
+        or m.split(".")[0] in LAZY_ONLY  # never at import time, not even for the cli
         or (m.split(".")[0] in ("typer", "rich") and package != "cli"))
     assert offenders == [], f"mgsparse.{package} loads {offenders}"
 
@@ -202,7 +202,7 @@ def test_the_run_layer_loads_no_cli_and_no_plotting(loaded):
     modules = loaded["run"]
     assert {"mgsparse.run.loop", "mgsparse.run.task", "mgsparse.nn", "mgsparse.data"} <= modules
     assert not {m for m in modules if m.split(".")[0] in ("typer", "rich", "matplotlib")
-                or m in ("mgsparse.cli", "mgsparse.plots", "mgsparse.bench")}
+                or m in ("mgsparse.cli", "mgsparse.cli.plots", "mgsparse.bench")}
 
 
 def test_package_root_does_not_load_the_cli():

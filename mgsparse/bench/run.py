@@ -28,7 +28,7 @@ def run_benchmark(dense_vs_sparse_: bool, dataset: str | None, config_path: Path
                   ) -> DenseVsSparseResult | SweepResult:
     """Dense vs sparse on one graph, or (`scale`) the sweep over synthetic sizes; the
     results are written as JSON where asked, and the sweep handed to `draw` (the caller's
-    picture, `mgsparse.plots.plot_sweep`: bench sits below plots) with `plot_path`."""
+    picture, `mgsparse.cli.plots.plot_sweep`: bench sits below plots) with `plot_path`."""
     if not dense_vs_sparse_:
         raise ConfigError("choose a benchmark: --dense-vs-sparse")
     if plot_path is not None and scale is None:

@@ -24,7 +24,7 @@ import numpy as np
 
 from mgsparse.engine import Function, Tensor, no_grad
 from mgsparse.engine.gradcheck import gradcheck
-from mgsparse.engine.masks import keep_mask
+from mgsparse.engine.masks import keep_mask, kept_scale
 from mgsparse.engine.tensor import graph_contexts
 from mgsparse.errors import ConfigError
 from mgsparse.sparse import SparseTensor
@@ -156,7 +156,7 @@ def dropout_rng() -> np.random.Generator:
 def dropout_scale(shape) -> np.ndarray:
     """The inverted-dropout scaling `Tensor.dropout(DROPOUT_P, rng=dropout_rng())` draws."""
     shape = shape if isinstance(shape, tuple) else (int(shape),)
-    return keep_mask(shape, DROPOUT_P, dropout_rng()) / (1 - DROPOUT_P)
+    return keep_mask(shape, DROPOUT_P, dropout_rng()) * kept_scale(DROPOUT_P)
 
 
 # ---------------------------------------------------------------- analytic gradients

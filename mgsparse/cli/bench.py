@@ -53,7 +53,7 @@ def bench(
                                              "exit 1 without it)"),
 ) -> None:
     """Benchmark the sparse engine against dense operands on the same GCN training step."""
-    from mgsparse import plots  # matplotlib itself only when a picture is drawn
+    from mgsparse.cli import plots  # matplotlib itself only when a picture is drawn
 
     try:
         if plot_path is not None and scale is not None:

@@ -10,23 +10,36 @@ from rich.table import Table
 from rich.text import Text
 
 from mgsparse.cli.render import err_console, warn
+from mgsparse.run.task import ACCURACY_METRICS, TaskMetrics
 
-# Short headers so the table fits an 80-column terminal; the caption spells them out.
-COLUMNS = ("run", "epoch", "loss", "train", "val", "v.loss", "‖g‖", "Â nnz", "X nnz",
-           "MB", "peak", "ms")
-CAPTION = ("train/val: accuracy · v.loss: validation loss · ‖g‖: gradient norm before "
-           "clipping · Â/X nnz: stored entries of the adjacency/features over rows·cols · MB: "
-           "held by the run (operands, parameters, optimizer state) · peak: MB + the epoch's "
-           "traced peak · ms: epoch time")
+# Short headers so the table fits an 80-column terminal; the caption spells them out. The
+# task's live score columns (`TaskMetrics.live`) sit between the loss and the gradient norm.
+CAPTION_REST = ("‖g‖: gradient norm before clipping · Â/X nnz: stored entries of the "
+                "adjacency/features over rows·cols · MB: held by the run (operands, parameters, "
+                "optimizer state) · peak: MB + the epoch's traced peak · ms: epoch time")
 MAX_ROWS = 20  # older rows scroll away; the summary keeps what matters
+
+
+def columns(metrics: TaskMetrics) -> tuple[str, ...]:
+    return ("run", "epoch", "loss", *(metrics.metric(c).short for c in metrics.live), "‖g‖",
+            "Â nnz", "X nnz", "MB", "peak", "ms")
+
+
+def caption(metrics: TaskMetrics) -> str:
+    return " · ".join(part for part in (metrics.legend, CAPTION_REST) if part)
+
+
+COLUMNS, CAPTION = columns(ACCURACY_METRICS), caption(ACCURACY_METRICS)  # classification's
 
 
 class TrainDisplay:
     """Renders `fit`'s per-epoch callback; a no-op when disabled (--quiet, --json)."""
 
-    def __init__(self, config, densities: dict[str, float], enabled: bool = True):
+    def __init__(self, config, densities: dict[str, float], enabled: bool = True,
+                 metrics: TaskMetrics = ACCURACY_METRICS):
         self.enabled = enabled
         self.config = config
+        self.metrics = metrics
         self.log_every = config.monitor.log_every
         self.total = config.train.epochs * config.train.runs
         self.ratios = tuple(f"{densities[k]:.2%}" if k in densities else "-"
@@ -58,11 +71,11 @@ class TrainDisplay:
                       title_justify="left",
                       box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False)
         skip = 0 if self.config.train.runs > 1 else 1  # the run column only when there are runs
-        for col in COLUMNS[skip:]:
+        for col in columns(self.metrics)[skip:]:
             table.add_column(col, justify="right", no_wrap=True)
         for row in self.rows[-MAX_ROWS:]:
             table.add_row(*row[skip:])
-        parts = [table, Text(CAPTION, style="dim")]
+        parts = [table, Text(caption(self.metrics), style="dim")]
         if self.sampling:
             parts.append(Text(self.sampling))
         return Group(*parts, self.progress)
@@ -82,7 +95,8 @@ class TrainDisplay:
                 self.sampling = (f"epoch {row.epoch}: {stats.batches} batches, mean block nnz "
                                  f"{stats.block_nnz:,.0f}, mean sampled nodes "
                                  f"{stats.sampled_nodes:,.0f}")
-            self.rows.append((str(run_index), str(row.epoch), f"{row.loss:.4f}",
-                              f"{row.train_acc:.1%}", f"{row.val_acc:.1%}", f"{row.val_loss:.4f}",
+            scores = (self.metrics.metric(c).format(row.scores[c], digits=1)
+                      for c in self.metrics.live)
+            self.rows.append((str(run_index), str(row.epoch), f"{row.loss:.4f}", *scores,
                               f"{row.grad_norm:.3f}", *self.ratios, *mem, f"{stats.epoch_ms:.1f}"))
             self.live.update(self._render())

@@ -21,6 +21,7 @@ from mgsparse.checks import CheckReport
 from mgsparse.errors import MgsparseError
 from mgsparse.run import MemoryReport, SavedRunScores, TrainResult
 from mgsparse.run.monitor import MB
+from mgsparse.run.task import ACCURACY_METRICS, TaskMetrics
 
 
 def _width() -> int | None:
@@ -55,18 +56,17 @@ def _mb(num_bytes: int) -> str:
 
 
 def summary_table(result: TrainResult) -> Table:
-    """The end-of-training table: accuracies (mean ± std over runs), time, memory, placement."""
+    """The end-of-training table: the task's summary scores (mean ± std over runs), time,
+    memory, placement."""
     s = result.summary()
     cfg = result.config
     table = Table(title=f"{cfg.model.kind.upper()} on {cfg.dataset.name}: summary", show_header=False)
     table.add_column("", style="bold")
     table.add_column("")
-    spread = f" ± {s.test_acc_std:.2%}" if s.runs > 1 else ""
-    paper = f"   (paper: {s.paper_test_acc:.1%})" if s.paper_test_acc else ""
     last_seed = cfg.train.seed + max(s.runs, 1) - 1
     table.add_row("runs", f"{s.runs} (seeds {cfg.train.seed}..{last_seed})")
-    table.add_row("test accuracy", f"{s.test_acc_mean:.2%}{spread}{paper}")
-    table.add_row("val accuracy", f"{s.val_acc_mean:.2%}")
+    for label, value in summary_rows(result.metrics, s.scores, s.runs, s.paper_test_acc):
+        table.add_row(label, value)
     table.add_row("best epoch", ", ".join(map(str, s.best_epochs[:10])) or "-")
     table.add_row("epoch time (median)", f"{s.epoch_time_ms_median:.2f} ms")
     table.add_row("total training time", f"{s.total_time_s:.2f} s")
@@ -76,6 +76,20 @@ def summary_table(result: TrainResult) -> Table:
         table.add_row(operand, where)
     table.add_row("status", s.status)
     return table
+
+
+def summary_rows(metrics: TaskMetrics, scores: dict[str, float], runs: int,
+                 paper: float | None) -> list[tuple[str, str]]:
+    """(label, "mean ± std") per summarised column; the spread only over several runs and
+    when declared, the paper's figure beside test accuracy when the catalog has one."""
+    rows = []
+    for column in metrics.summary_columns:
+        m = metrics.metric(column)
+        std = scores.get(f"{column}_std")
+        spread = f" ± {m.format(std)}" if std is not None and runs > 1 else ""
+        quoted = f"   (paper: {paper:.1%})" if paper and column == "test_acc" else ""
+        rows.append((m.label, f"{m.format(scores[f'{column}_mean'])}{spread}{quoted}"))
+    return rows
 
 
 def memory_table(report: MemoryReport) -> Table:
@@ -94,13 +108,15 @@ def memory_table(report: MemoryReport) -> Table:
 
 
 def evaluate_table(run_dir, rows: list[SavedRunScores]) -> Table:
+    """One row per saved run: its task's per-run columns, then the others (e.g. val loss)."""
     table = Table(title=f"evaluate {run_dir}")
-    for col in ("run", "seed", "train acc", "val acc", "test acc", "val loss"):
+    metrics = rows[0].metrics if rows else ACCURACY_METRICS
+    shown = [*metrics.per_run, *(c for c in metrics.names if c not in metrics.per_run)]
+    for col in ("run", "seed", *(c.replace("_", " ") for c in shown)):
         table.add_column(col, justify="right")
     for r in rows:
-        s = r.scores
-        table.add_row(str(r.run), str(r.seed), f"{s.train_acc:.2%}", f"{s.val_acc:.2%}",
-                      f"{s.test_acc:.2%}", f"{s.val_loss:.4f}")
+        table.add_row(str(r.run), str(r.seed),
+                      *(metrics.metric(c).format(r.scores[c]) for c in shown))
     return table
 
 

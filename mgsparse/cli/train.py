@@ -32,7 +32,7 @@ from mgsparse.run import (
     write_outputs,
 )
 from mgsparse.run.checkpoint import check_output_dir
-from mgsparse.run.distributed_task import fit_partitioned
+from mgsparse.run.distributed_task import DistributedGraphTask, fit_partitioned
 
 EXIT_INTERRUPTED = 130  # the shell's convention for a run ended by SIGINT
 EXIT_TERMINATED = 143  # ... and by SIGTERM (128 + 15)
@@ -93,7 +93,7 @@ def train(
         "mpiexec -n K mgsparse train CONFIG --partitions DIR"),
 ) -> None:
     """Train a GNN from a YAML config, with a live table of loss, accuracy, gradient norm and memory."""
-    from mgsparse import plots  # matplotlib itself is imported only when a picture is drawn
+    from mgsparse.cli import plots  # matplotlib itself is imported only when a picture is drawn
 
     overrides = list(set_)
     overrides += [f"train.runs={runs}"] if runs is not None else []
@@ -111,7 +111,7 @@ def train(
             task = make_task(config, progress)
         for event in task.budget_events:
             warn(event.message)
-        display = TrainDisplay(config, task.densities, enabled=not (quiet or as_json))
+        display = TrainDisplay(config, task.densities, not (quiet or as_json), task.metrics)
         with _signals_end_epoch() as signals:
             with display:
                 result = fit(config, task, on_epoch=display.on_epoch, on_run_end=writer,
@@ -135,7 +135,7 @@ def _train_partitioned(config, partitions: Path, writer, silent: bool, as_json: 
         message = str(e).splitlines()[0] if str(e) else type(e).__name__
         err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
 
-    display = TrainDisplay(config, {}, enabled=not silent)
+    display = TrainDisplay(config, {}, not silent, DistributedGraphTask.metrics)
     with display:
         result, rank = fit_partitioned(config, partitions, display.on_epoch, writer, report)
     if rank != 0:
@@ -189,7 +189,7 @@ def evaluate(
     except MgsparseError as e:
         fail(e)
     if as_json:
-        typer.echo(json.dumps([{"run": r.run, "seed": r.seed, **r.scores.__dict__}
+        typer.echo(json.dumps([{"run": r.run, "seed": r.seed, **r.scores}
                                for r in rows]))
         return
     out.print(evaluate_table(run_dir, rows))

@@ -77,6 +77,7 @@ class ModelConfig:
     attn_dropout: float = _num(0.6, ge=0, lt=1)
     learn_edge_weight: bool = False
     normalize: bool = False
+    train_eps: bool = False  # gin: learn ε (GIN-ε) instead of the fixed 0 (GIN-0)
     head: Literal["softmax", "sigmoid"] = "softmax"  # sigmoid: point clouds only
     keyed_dropout: bool = False  # masks hashed from node ids: the masks a partitioned run draws
     k: int | None = _num(None, ge=0)  # APPNP, SGC: propagation steps (null: 10 APPNP, 2 SGC)

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 from mgsparse.data.atomic import atomic_write
+from mgsparse.data.checks import check_csr, check_edge_index
 from mgsparse.data.graph import Graph
 from mgsparse.errors import DataError
 
@@ -101,9 +101,10 @@ def load_graph(path: Path, key: str, name: str) -> Graph | None:
         if "x" in arrays:
             x = arrays["x"]
         else:
-            x = sp.csr_matrix((arrays["x_data"], arrays["x_indices"], arrays["x_indptr"]),
-                              shape=tuple(arrays["x_shape"]))
-        return Graph(x=x, y=arrays["y"], edge_index=arrays["edge_index"], num_nodes=x.shape[0],
+            x = check_csr(arrays["x_indptr"], arrays["x_indices"], arrays["x_data"],
+                          arrays["x_shape"], path)
+        edge_index = check_edge_index(arrays["edge_index"], x.shape[0], path)
+        return Graph(x=x, y=arrays["y"], edge_index=edge_index, num_nodes=x.shape[0],
                      num_classes=int(arrays["num_classes"]), name=name,
                      edge_weight=arrays.get("edge_weight"),
                      **{mask: arrays[mask] for mask in _MASKS})

@@ -25,9 +25,10 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from mgsparse.data.checks import load_sparse_npz
 from mgsparse.data.graph import Graph
 from mgsparse.data.transforms import default_split_sizes, random_split
-from mgsparse.errors import DataError
+from mgsparse.errors import DataError, InputFileError
 
 _FIELD_SEPARATOR = re.compile(r"\s*[,;\t]\s*|\s+")
 # Without features or labels to give the node count, ids must lie below the larger of these:
@@ -220,7 +221,7 @@ def _load_npz(path: Path) -> sp.spmatrix | np.ndarray:
         with np.load(path, allow_pickle=False) as archive:
             keys = list(archive.keys())
             if "format" in keys and {"indptr", "row"} & set(keys):
-                return sp.load_npz(path)
+                return load_sparse_npz(archive, path, InputFileError, finite=False)
             chosen = next((k for k in ("x", "features") if k in keys), None)
             if chosen is None and len(keys) == 1:
                 chosen = keys[0]

@@ -34,6 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from mgsparse.data.atomic import atomic_write
+from mgsparse.data.checks import check_csr
 from mgsparse.data.graph import Graph
 from mgsparse.errors import DataError
 
@@ -280,8 +281,11 @@ def _load(path: Path) -> Any:
         raise DataError(f"{path}: cannot read ({e.__class__.__name__})") from None
 
 
-def _csr(z: Any) -> sp.csr_matrix:
-    return sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
+def _csr(z: Any, path: Path) -> sp.csr_matrix:
+    try:
+        return check_csr(z["indptr"], z["indices"], z["data"], z["shape"], path)
+    except (KeyError, OSError, ValueError) as e:  # a missing or unreadable member
+        raise DataError(f"{path}: cannot read ({e.__class__.__name__}: {e})") from None
 
 
 def load_part(root: str | Path, part: int) -> LocalPart:
@@ -300,10 +304,11 @@ def load_part(root: str | Path, part: int) -> LocalPart:
     sparse_x = (folder / "x.npz").is_file()
     with _load(folder / "adj.npz") as a, _load(folder / "send.npz") as s, \
             _load(folder / "recv.npz") as r:
-        adj, send, recv = _csr(a), (s["idx"], s["counts"]), (r["pos"], r["counts"])
+        adj = _csr(a, folder / "adj.npz")
+        send, recv = (s["idx"], s["counts"]), (r["pos"], r["counts"])
     if sparse_x:
         with _load(folder / "x.npz") as z:
-            x = _csr(z)
+            x = _csr(z, folder / "x.npz")
     else:
         x = _load(folder / "x.npy")
     arrays = {n: _load(folder / f"{n}.npy") for n in ("nodes", "ext", "y", "train", "val",

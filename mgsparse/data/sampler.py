@@ -223,7 +223,9 @@ class NeighborSampler:
         Innermost layer: e₁ = min(deg, k_L) exactly. Layer l outwards has at most
         t_{l-1} = 1 + e₁ + … + e_{l-1} targets per seed, each with at most k'_l = min(k_l,
         max degree) sampled edges: e_l = t_{l-1}·k'_l. Overlap between seeds only lowers the
-        real count, so a batch whose bounds sum to ≤ m holds ≤ m block entries.
+        real count, so a batch whose bounds sum to ≤ m holds ≤ m block entries. The targets'
+        own rows are what the 1 in t counts: a seed is a target of every block. Without
+        overlap and with every degree ≥ k (disjoint in-trees, two layers) the bound is met.
         """
         max_deg = int(self.degree.max()) if self.num_nodes else 0
         ks = [max_deg if k < 0 else min(k, max_deg) for k in reversed(self.fanouts)]

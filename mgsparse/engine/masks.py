@@ -3,7 +3,10 @@
 A float uniform per entry costs more than the multiply it gates, so each entry takes only
 the bits its p needs: p = 0.5 one bit; p a multiple of 1/256 one byte against a threshold
 (exact); any other p a 16-bit word against round(65536·p), i.e. p to the nearest 1/65536
-(|error| ≤ 7.7e-6). Dropout still scales by exactly 1/(1-p), as PyTorch does.
+(|error| ≤ 7.7e-6). A kept entry is scaled by 1/P(keep) for the threshold actually drawn
+against (`kept_scale`), not by 1/(1-p): with t = round(65536·p), P(keep) = (65536 - t)/65536,
+so E[dropout(x)] = x exactly. 1/(1-p) would be off by the rounding over 1-p: 5.5e-4 at
+p = 0.99, 0.7% at 0.999. For p = 0.5 and multiples of 1/256 the two coincide.
 """
 
 from __future__ import annotations
@@ -20,6 +23,18 @@ def _precision(p: float) -> tuple[int, int]:
     if p * 256 == int(p * 256):
         return 8, int(p * 256)
     return 16, min(round(p * 65536), 65535)
+
+
+def keep_probability(p: float) -> float:
+    """P(an entry is kept) under `_precision(p)`'s threshold t: (2^bits - t) / 2^bits, exact
+    in binary floating point (a dyadic rational), within 7.7e-6 of 1 - p."""
+    bits, threshold = _precision(p)
+    return ((1 << bits) - threshold) / (1 << bits)
+
+
+def kept_scale(p: float) -> float:
+    """The inverted-dropout factor 1 / P(keep) of `keep_probability`, so E[mask·scale] = 1."""
+    return 1.0 / keep_probability(p)
 
 
 def keep_mask(shape: tuple, p: float, rng: np.random.Generator) -> np.ndarray:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from mgsparse.engine import parallel
-from mgsparse.engine.masks import keep_mask  # noqa: F401  (Tensor.dropout draws through ops)
+from mgsparse.engine.masks import keep_mask, kept_scale  # noqa: F401  (Tensor.dropout draws here)
 from mgsparse.engine.tensor import Function
 from mgsparse.errors import ShapeError
 

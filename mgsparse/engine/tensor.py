@@ -292,9 +292,10 @@ class Tensor:
 
     def dropout(self, p: float, training: bool = True, rng: np.random.Generator | None = None,
                 buffers: Any = None):
-        """Inverted dropout: zero each entry with probability p, scale the rest by 1/(1-p).
+        """Inverted dropout: zero each entry with probability p, scale the rest by 1/P(keep).
 
-        The mask comes from random bits (see `ops.keep_mask` for the precision p gets).
+        The mask comes from random bits (see `engine.masks` for the precision p gets); the
+        scale is 1/P(keep) for the probability those bits realise, so E[out] = x exactly.
         `buffers` (an `engine.buffers.Buffers`) lends the output array, reused across epochs.
         """
         if not 0 <= p < 1:
@@ -303,7 +304,7 @@ class Tensor:
             return self
         rng = rng if rng is not None else np.random.default_rng()
         out = buffers.take(self.shape, self.dtype) if buffers is not None else None
-        return ops.Dropout.apply(self, ops.keep_mask(self.shape, p, rng), 1.0 / (1.0 - p), out)
+        return ops.Dropout.apply(self, ops.keep_mask(self.shape, p, rng), ops.kept_scale(p), out)
 
     def argmax(self, axis=-1) -> np.ndarray: return self.data.argmax(axis=axis)
 

@@ -1,5 +1,5 @@
 """GCNII (Chen, Wei, Huang, Ding & Li, ICML 2020): deep graph convolution with an initial
-residual and an identity mapping (`GCNIIConv`, the `GCNII` model).
+residual and an identity mapping (`GCNIILayer`, the `GCNII` model).
 
     H⁽ˡ⁺¹⁾ = σ( ((1 − α) Â H⁽ˡ⁾ + α H⁽⁰⁾) ((1 − βₗ) I + βₗ W⁽ˡ⁾) ),   βₗ = log(λ / l + 1)
 
@@ -32,25 +32,27 @@ from mgsparse.nn.stack import StackedModel, dropout
 from mgsparse.sparse import SparseTensor
 
 
-class GCNIIConv(Module):
+class GCNIILayer(Module):
     """One GCNII layer at depth `layer` (1-based), without its activation:
     ((1 − α) Â x + α x₀) ((1 − β) I + β W), β = log(θ / layer + 1) (θ is the paper's λ).
 
     `forward(x, x0, adj)`: x and x0 (N, channels); `adj` an edge list (normalised here, cached
     per graph) or an already-normalised Â. W is (channels, channels), no bias, as the paper's.
+    Not one of `nn.GRAPH_LAYERS` (hence not named *Conv): it reads x₀ besides (x, edge_index)
+    and has no block form.
     """
 
     def __init__(self, channels: int, alpha: float = 0.1, theta: float = 0.5, layer: int = 1,
                  rng: np.random.Generator | None = None, dtype: Any = np.float32):
         super().__init__()
         if layer < 1 or theta <= 0:
-            raise HyperparameterError(f"GCNIIConv: layer must be >= 1 and theta > 0, got "
+            raise HyperparameterError(f"GCNIILayer: layer must be >= 1 and theta > 0, got "
                                       f"layer={layer}, theta={theta}")
         self.channels, self.alpha = int(channels), check_alpha(alpha, "GCNII")
         self.theta, self.layer = float(theta), int(layer)
         self.beta = math.log(self.theta / self.layer + 1.0)
         self.weight = Parameter(glorot_((channels, channels), rng, dtype), dtype=dtype)
-        self._norm_adj = GCNOperator("GCNIIConv")
+        self._norm_adj = GCNOperator("GCNIILayer")
         self._identity = (1.0 - self.beta) * np.eye(channels, dtype=dtype)
 
     def forward(self, x: Tensor, x0: Tensor, adj: Any) -> Tensor:
@@ -64,11 +66,11 @@ class GCNIIConv(Module):
 
 
 class GCNII(StackedModel):
-    """Linear(in → hidden) and σ, `layers` GCNIIConvs (σ after each), Linear(hidden → classes);
+    """Linear(in → hidden) and σ, `layers` GCNIILayers (σ after each), Linear(hidden → classes);
     dropout before every layer but on x₀ inside the convs, as the paper's code.
 
     Parameters: `convs` (the paper decays them with 0.01) and `linears` (5e-4).
-    `forward(x, adj)`: `adj` as for `GCNIIConv`; `embed` gives what the output Linear reads.
+    `forward(x, adj)`: `adj` as for `GCNIILayer`; `embed` gives what the output Linear reads.
     """
 
     def __init__(self, in_features: int, hidden: int, num_classes: int, layers: int = 64,
@@ -80,7 +82,7 @@ class GCNII(StackedModel):
             raise HyperparameterError("model sizes and layer count must be positive")
         self.linears = ModuleList([Linear(in_features, hidden, rng=self.rng, dtype=dtype),
                                    Linear(hidden, num_classes, rng=self.rng, dtype=dtype)])
-        self.convs = ModuleList(GCNIIConv(hidden, alpha, theta, layer, rng=self.rng, dtype=dtype)
+        self.convs = ModuleList(GCNIILayer(hidden, alpha, theta, layer, rng=self.rng, dtype=dtype)
                                 for layer in range(1, layers + 1))
 
     def _drop(self, x: Tensor | SparseTensor) -> Tensor | SparseTensor:

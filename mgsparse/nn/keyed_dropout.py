@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Tensor
-from mgsparse.engine.masks import hashed_keep_mask
+from mgsparse.engine.masks import hashed_keep_mask, kept_scale
 from mgsparse.errors import HyperparameterError
 from mgsparse.sparse import SparseTensor
 
@@ -41,12 +41,12 @@ def stream_key(seed: int, step: int, layer: int) -> int:
 
 def keep_scale(key: int, ids: np.ndarray, width: int, p: float, dtype: Any,
                entries: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
-    """1/(1-p) where an entry is kept, 0 where dropped, for rows of `width` columns: the
+    """1/P(keep) where an entry is kept, 0 where dropped, for rows of `width` columns: the
     (len(ids), width) block, or one value per stored entry for `entries=(row, col)`. The
     mask is `engine.masks.hashed_keep_mask`: one hash per 64 bits of mask, not per entry."""
     dtype = np.dtype(dtype)
     mask = hashed_keep_mask(key, ids, width, p, entries)
-    return mask.astype(dtype) * dtype.type(1.0 / (1.0 - p))
+    return mask.astype(dtype) * dtype.type(kept_scale(p))
 
 
 def keyed_dropout(x: Tensor | SparseTensor, p: float, training: bool, key: int,

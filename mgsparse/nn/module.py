@@ -5,7 +5,8 @@ calls: its parameters and submodules are whatever its attributes hold (directly,
 a list, tuple or dict), in the order the attributes were first assigned — so
 `named_parameters()` is deterministic and reads like the constructor
 (`layers.0.weight`, `layers.0.bias`, ...). A parameter shared by two modules is reported
-once, under the first name it is reached by.
+once, under the first name it is reached by. A `Buffer` (BatchNorm's running statistics) is
+found the same way and saved in `state_dict` next to the parameters, but never trained.
 """
 
 from __future__ import annotations
@@ -37,6 +38,19 @@ class Parameter(Tensor):
         return f"Parameter(shape={self.shape}, dtype={self.dtype})"
 
 
+class Buffer(Tensor):
+    """A Tensor a `Module` owns that no optimizer updates (torch's `register_buffer`): saved in
+    `state_dict` and restored by `load_state_dict` like a parameter, never asking for a
+    gradient. The data is copied; the module writes it through `modified_in_place`."""
+
+    def __init__(self, data: Any, dtype: Any = np.float32):
+        data = np.array(data.data if isinstance(data, Tensor) else data, dtype=dtype)
+        super().__init__(data, dtype=dtype)
+
+    def __repr__(self) -> str:
+        return f"Buffer(shape={self.shape}, dtype={self.dtype})"
+
+
 @dataclass(frozen=True)
 class LoadResult:
     """What `load_state_dict(strict=False)` skipped (both empty after a strict load)."""
@@ -46,16 +60,17 @@ class LoadResult:
 
 
 def _members(value: Any, name: str) -> Iterator[tuple[str, Any]]:
-    """(dotted name, Parameter | Module) held by one attribute value; containers expanded once."""
-    if isinstance(value, (Parameter, Module)):
+    """(dotted name, Parameter | Buffer | Module) held by one attribute value; containers
+    expanded once."""
+    if isinstance(value, _MEMBERS):
         yield name, value
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
-            if isinstance(item, (Parameter, Module)):
+            if isinstance(item, _MEMBERS):
                 yield f"{name}.{i}", item
     elif isinstance(value, dict):
         for key, item in value.items():
-            if isinstance(item, (Parameter, Module)):
+            if isinstance(item, _MEMBERS):
                 yield f"{name}.{key}", item
 
 
@@ -133,20 +148,26 @@ class Module:
         assigned, submodules expanded depth first.
         """
         out: list[tuple[str, Parameter]] = []
-        seen: set[int] = set()
-        self._collect_parameters(prefix, out, seen, {id(self)})
+        self._collect(Parameter, prefix, out, set(), {id(self)})
         return out
 
-    def _collect_parameters(self, prefix: str, out: list, seen: set, visiting: set) -> None:
+    def named_buffers(self, prefix: str = "") -> list[tuple[str, Buffer]]:
+        """(dotted name, Buffer) for every buffer below this module, each once, in the order
+        of `named_parameters`."""
+        out: list[tuple[str, Buffer]] = []
+        self._collect(Buffer, prefix, out, set(), {id(self)})
+        return out
+
+    def _collect(self, kind: type, prefix: str, out: list, seen: set, visiting: set) -> None:
         for name, member in self._direct_members():
             full = f"{prefix}.{name}" if prefix else name
-            if isinstance(member, Parameter):
-                if id(member) not in seen:
-                    seen.add(id(member))
-                    out.append((full, member))
-            elif id(member) not in visiting:  # a Module; the guard stops reference cycles
-                visiting.add(id(member))
-                member._collect_parameters(full, out, seen, visiting)
+            if isinstance(member, Module):
+                if id(member) not in visiting:  # the guard stops reference cycles
+                    visiting.add(id(member))
+                    member._collect(kind, full, out, seen, visiting)
+            elif isinstance(member, kind) and id(member) not in seen:
+                seen.add(id(member))
+                out.append((full, member))
 
     def parameters(self) -> list[Parameter]:
         """Every parameter, as a list (safe to pass to an optimizer and to iterate again)."""
@@ -174,16 +195,17 @@ class Module:
     # ------------------------------------------------------------ checkpoints
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        """Parameter name -> a copy of its array (later training does not change the copy)."""
-        return {name: p.data.copy() for name, p in self.named_parameters()}
+        """Parameter and buffer name -> a copy of its array (later training does not change
+        the copy); the parameters first, then the buffers."""
+        return {name: p.data.copy() for name, p in self.named_parameters() + self.named_buffers()}
 
     def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> LoadResult:
-        """Copy arrays into the parameters in place (cast to each parameter's dtype).
+        """Copy arrays into the parameters and buffers in place (cast to each one's dtype).
 
         Shapes must always match. With `strict`, the key sets must be equal too; otherwise
         the keys on either side that had no partner are returned.
         """
-        params = dict(self.named_parameters())
+        params = dict(self.named_parameters() + self.named_buffers())
         missing = [k for k in params if k not in state]
         unexpected = [k for k in state if k not in params]
         if strict and (missing or unexpected):
@@ -221,6 +243,9 @@ class Module:
             lines.append(f"  ({name}): {body}")
         lines.append(")")
         return "\n".join(lines)
+
+
+_MEMBERS = (Parameter, Buffer, Module)  # what an attribute can hold that the walk reports
 
 
 # ---------------------------------------------------------------- containers

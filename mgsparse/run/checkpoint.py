@@ -25,12 +25,21 @@ import scipy
 import mgsparse
 from mgsparse.data.atomic import atomic_write
 from mgsparse.errors import DataError
-from mgsparse.run.loop import EpochRow, EpochStats, TrainResult
+from mgsparse.run.loop import EpochStats, TrainResult
+from mgsparse.run.task import ACCURACY_METRICS, TaskMetrics
 
 METRICS = "metrics.json"
 EPOCHS_CSV = "epochs.csv"
-EPOCH_COLUMNS = ("run", "seed", *(f.name for f in dataclasses.fields(EpochRow)),
-                 *(f.name for f in dataclasses.fields(EpochStats) if f.name != "epoch"))
+
+
+def epoch_columns(metrics: TaskMetrics) -> tuple[str, ...]:
+    """epochs.csv's header: run, seed, epoch, loss, the task's score columns in declared
+    order, grad_norm, then the machine's figures (step_ms, epoch_ms, memory, batches)."""
+    return ("run", "seed", "epoch", "loss", *metrics.names, "grad_norm",
+            *(f.name for f in dataclasses.fields(EpochStats) if f.name != "epoch"))
+
+
+EPOCH_COLUMNS = epoch_columns(ACCURACY_METRICS)  # classification's header
 
 
 def _write(path: Path, write: Any, mode: str = "w") -> None:
@@ -47,32 +56,35 @@ def versions() -> dict[str, str]:
 
 
 def metrics_dict(result: TrainResult) -> dict[str, Any]:
-    """The resolved config, per-epoch rows of every run, versions and the summary."""
+    """The resolved config, per-epoch rows of every run, versions and the summary. Each run
+    gives its best epoch's `per_run` scores (0.0 when it kept no parameters)."""
     runs = []
     for i, r in enumerate(result.runs):
         runs.append({
             "run": i, "seed": r.seed, "status": r.status, "message": r.message,
-            "best_epoch": r.best_epoch, "train_acc": r.train_acc, "val_acc": r.val_acc,
-            "test_acc": r.test_acc, "params": f"params_run{i}.npz" if r.state else None,
-            "epochs": [dataclasses.asdict(row) for row in r.rows],
+            "best_epoch": r.best_epoch,
+            **{c: r.scores.get(c, 0.0) for c in result.metrics.per_run},
+            "params": f"params_run{i}.npz" if r.state else None,
+            "epochs": [row.as_dict() for row in r.rows],
             "timing": [dataclasses.asdict(s) for s in r.stats],
             "alarms": r.alarms, "events": list(r.events),
         })
     report = result.memory_report
     return {"config": result.config.to_dict(), "versions": versions(),
             "placement": result.placement, "events": result.events,
-            "summary": dataclasses.asdict(result.summary()),
+            "summary": result.summary().as_dict(),
             "runs": runs, "memory_report": dataclasses.asdict(report) if report else None}
 
 
 def epochs_csv(result: TrainResult) -> str:
     """One line per epoch of every run: the live table's figures, for tools that read CSV."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=EPOCH_COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=epoch_columns(result.metrics),
+                            lineterminator="\n")
     writer.writeheader()
     for i, r in enumerate(result.runs):
         for row, stats in zip(r.rows, r.stats):
-            writer.writerow({"run": i, "seed": r.seed, **dataclasses.asdict(row),
+            writer.writerow({"run": i, "seed": r.seed, **row.as_dict(),
                              **{k: v for k, v in dataclasses.asdict(stats).items()
                                 if k != "epoch"}})
     return buffer.getvalue()
@@ -109,7 +121,8 @@ def write_outputs(out_dir: str | Path, result: TrainResult) -> Path:
     out = output_dir(out_dir)
     for i, r in enumerate(result.runs):
         if r.state:
-            _write(out / f"params_run{i}.npz", lambda f: np.savez(f, **r.state), "wb")
+            _write(out / f"params_run{i}.npz", lambda f, state=r.state: np.savez(f, **state),
+                   "wb")
     _write(out / EPOCHS_CSV, lambda f: f.write(epochs_csv(result)))
     text = json.dumps(metrics_dict(result), indent=1, allow_nan=True)
     _write(out / METRICS, lambda f: f.write(text))

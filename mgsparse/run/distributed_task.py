@@ -65,7 +65,7 @@ class DistributedGraphTask(Task):
         return allreduce_grads(self.comm, params, loss)
 
     def evaluate(self, model: Module) -> Scores:
-        return Scores(**evaluate(self.problem, model))
+        return self.metrics.scores(**evaluate(self.problem, model))
 
     def memory_budget(self) -> int | None:
         return None

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mgsparse.config import config_from_dict
 from mgsparse.errors import ConfigError, DataError, MgsparseError
 from mgsparse.run.checkpoint import METRICS, read_metrics, read_params
 from mgsparse.run.kinds import make_task
-from mgsparse.run.task import Progress, Scores
+from mgsparse.run.task import ACCURACY_METRICS, Progress, Scores, TaskMetrics
 
 
 @dataclass(frozen=True)
 class SavedRunScores:
+    """One saved run scored again; `metrics` is its task's declaration (to show the scores)."""
+
     run: int
     seed: int
     scores: Scores
+    metrics: TaskMetrics = field(default=ACCURACY_METRICS, compare=False)
 
 
 def evaluate_saved(out_dir: str | Path, progress: Progress | None = None) -> list[SavedRunScores]:
@@ -39,5 +42,5 @@ def evaluate_saved(out_dir: str | Path, progress: Progress | None = None) -> lis
         except MgsparseError as e:  # keys or shapes that are not this config's model
             raise DataError(f"{Path(out_dir) / run['params']} does not fit the model of "
                             f"{metrics_path}: {e}") from None
-        rows.append(SavedRunScores(run["run"], run["seed"], task.evaluate(model)))
+        rows.append(SavedRunScores(run["run"], run["seed"], task.evaluate(model), task.metrics))
     return rows

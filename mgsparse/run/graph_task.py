@@ -226,8 +226,9 @@ class GraphTask(Task):
         y, (train, val, test) = (self.y, self.splits) if field is None else self._scored
         val_loss = float(F.cross_entropy(logits, y, val).data)
         pred = logits.data.argmax(axis=1)  # once for the three scores
-        return Scores(val_loss, F.accuracy(pred, y, train), F.accuracy(pred, y, val),
-                      F.accuracy(pred, y, test))
+        return self.metrics.scores(val_loss=val_loss, train_acc=F.accuracy(pred, y, train),
+                                   val_acc=F.accuracy(pred, y, val),
+                                   test_acc=F.accuracy(pred, y, test))
 
     def operands(self) -> dict[str, Any]:
         """What the run holds: the features and, once built, the whole-graph operand."""

@@ -1,8 +1,9 @@
 """The one training loop: any `Task`, epochs of steps, early stopping, runs over seeds.
 
 Each step of an epoch: the task's forward and loss, backward, gradient clipping, optimizer
-step. Then an evaluation pass in `no_grad`. Early stopping watches the validation loss and
-keeps the best-validation parameters, reloaded at the end of the run. Progress goes out
+step. Then an evaluation pass in `no_grad`. The task's `metrics` declare its scores and the
+column that selects: early stopping watches that column and keeps the parameters of its best
+epoch (the lowest validation loss for classification), reloaded at the end of the run. Progress goes out
 through `on_epoch`; a `should_stop()` callback ends a run cleanly after the current epoch
 (the CLI wires it to Ctrl-C and SIGTERM). Nothing here prints.
 """
@@ -24,22 +25,30 @@ from mgsparse.optim import Optimizer, clip_grad_norm_
 from mgsparse.run.budget import check_epoch
 from mgsparse.run.build import build_optimizer
 from mgsparse.run.monitor import EpochMemory, MemoryReport, finite, run_nbytes, trace_step
-from mgsparse.run.task import Batch, Task, shuffle_generator
+from mgsparse.run.task import ACCURACY_METRICS, Batch, Scores, Task, TaskMetrics, shuffle_generator
 
 GRAD_ALARM_FACTOR = 10.0  # a pre-clip norm this many times the clip norm is worth a warning
 
 
 @dataclass
 class EpochRow:
-    """The figures of one epoch that depend only on config and seed (bitwise reproducible)."""
+    """The figures of one epoch that depend only on config and seed (bitwise reproducible):
+    the training loss, the task's declared scores (also read as attributes: ``row.val_acc``)
+    and the largest pre-clip gradient norm."""
 
     epoch: int
     loss: float
-    val_loss: float
-    train_acc: float
-    val_acc: float
-    test_acc: float
+    scores: Scores
     grad_norm: float
+
+    def as_dict(self) -> dict[str, float]:
+        """epoch, loss, every score column in declared order, grad_norm: an epochs.csv line."""
+        return {"epoch": self.epoch, "loss": self.loss, **self.scores, "grad_norm": self.grad_norm}
+
+    def __getattr__(self, column: str) -> float:
+        if column.startswith("_") or column == "scores":
+            raise AttributeError(column)
+        return getattr(self.scores, column)
 
 
 @dataclass
@@ -70,26 +79,47 @@ class RunResult:
     #                            | over_budget
     message: str = ""
     best_epoch: int = 0
-    train_acc: float = 0.0
-    val_acc: float = 0.0
-    test_acc: float = 0.0
+    scores: Scores = field(default_factory=Scores)  # the best parameters' (empty: none kept)
     state: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __getattr__(self, column: str) -> float:
+        """A score of the best parameters as an attribute (``run.test_acc``)."""
+        if column.startswith("_") or column == "scores":
+            raise AttributeError(column)
+        if column not in self.scores:
+            kept = "" if self.scores else " (the run kept no parameters)"
+            raise AttributeError(f"no score {column!r}{kept}")
+        return self.scores[column]
 
 
 @dataclass(frozen=True)
 class Summary:
-    """A series of runs in a few numbers: accuracies over seeds, time, memory, status."""
+    """A series of runs in a few numbers: the declared scores over seeds (`scores`: the
+    `TaskMetrics.summary` keys, e.g. test_acc_mean, test_acc_std; also attributes), time,
+    memory, status."""
 
     runs: int
-    test_acc_mean: float
-    test_acc_std: float
-    val_acc_mean: float
+    scores: dict[str, float]
     best_epochs: list[int]
     epoch_time_ms_median: float
     total_time_s: float
     peak_memory_mb: float
     paper_test_acc: float | None
     status: str  # ok | interrupted | diverged | over_budget
+
+    def as_dict(self) -> dict:
+        """metrics.json's summary: runs, the score keys in declared order, then the rest."""
+        d = dataclasses.asdict(self)
+        scores = d.pop("scores")
+        return {"runs": d.pop("runs"), **scores, **d}
+
+    def __getattr__(self, key: str) -> float:
+        if key.startswith("_") or key == "scores":
+            raise AttributeError(key)
+        try:
+            return self.scores[key]
+        except KeyError:
+            raise AttributeError(f"no summary figure {key!r}") from None
 
 
 @dataclass
@@ -100,6 +130,7 @@ class TrainResult:
     peak_memory_mb: float = 0.0
     memory_report: MemoryReport | None = None
     events: list[dict] = field(default_factory=list)  # placement before training (epoch 0)
+    metrics: TaskMetrics = ACCURACY_METRICS  # the task's declaration: what the runs scored
 
     @property
     def failed(self) -> bool:
@@ -111,19 +142,30 @@ class TrainResult:
 
     def summary(self) -> Summary:
         done = [r for r in self.runs if r.rows]
-        test = np.array([r.test_acc for r in done]) if done else np.zeros(1)
-        val = np.array([r.val_acc for r in done]) if done else np.zeros(1)
         times = [s.epoch_ms for r in done for s in r.stats]
         failure = next((r.status for r in self.runs if r.status in ("diverged", "over_budget")),
                        None)
         status = failure or ("interrupted" if self.interrupted else "ok")
+        paper = ("test_acc" in self.metrics.names
+                 and paper_accuracy(self.config.model.kind, self.config.dataset.name)) or None
         return Summary(
-            runs=len(done), test_acc_mean=float(test.mean()), test_acc_std=float(test.std()),
-            val_acc_mean=float(val.mean()), best_epochs=[int(r.best_epoch) for r in done],
+            runs=len(done), scores=summary_scores(self.metrics, done),
+            best_epochs=[int(r.best_epoch) for r in done],
             epoch_time_ms_median=float(np.median(times)) if times else 0.0,
             total_time_s=float(sum(times)) / 1e3, peak_memory_mb=float(self.peak_memory_mb),
-            paper_test_acc=paper_accuracy(self.config.model.kind, self.config.dataset.name),
-            status=status)
+            paper_test_acc=paper, status=status)
+
+
+def summary_scores(metrics: TaskMetrics, runs: list[RunResult]) -> dict[str, float]:
+    """Each declared summary key, ``<column>_mean`` or ``_std`` over `runs`' best scores
+    (population std; a run that kept no parameters counts 0.0, as it always has)."""
+    reduce = {"mean": np.mean, "std": np.std}
+    out = {}
+    for key in metrics.summary:
+        column, _, how = key.rpartition("_")
+        values = np.array([r.scores.get(column, 0.0) for r in runs]) if runs else np.zeros(1)
+        out[key] = float(reduce[how](values))
+    return out
 
 
 # ---------------------------------------------------------------- one epoch
@@ -175,7 +217,8 @@ StopFn = Callable[[], bool]
 def fit_run(config: Config, task: Task, seed: int, memory: EpochMemory,
             on_epoch: EpochCallback | None = None, run_index: int = 0,
             should_stop: StopFn | None = None) -> RunResult:
-    """Train one model from `seed`; keep the parameters of the lowest validation loss."""
+    """Train one model from `seed`; keep the parameters of the epoch whose selection column
+    (`task.metrics.select`) is best."""
     model = task.build_model(np.random.default_rng(seed))
     optimizer = build_optimizer(config.optim, model)
     run = RunResult(seed=seed)
@@ -192,8 +235,7 @@ def _epochs(config: Config, task: Task, model: Module, optimizer: Optimizer, run
             should_stop: StopFn | None) -> None:
     """The epochs of one run, recorded into `run` as they finish."""
     shuffle, clip = shuffle_generator(run.seed), config.train.grad_clip_norm
-    best_loss, since_best, patience = np.inf, 0, config.train.patience
-    budget = task.memory_budget()
+    patience, budget = config.train.patience, task.memory_budget()
     for epoch in range(1, config.train.epochs + 1):
         t0 = time.perf_counter()
         traced = memory.begin(epoch)
@@ -203,8 +245,8 @@ def _epochs(config: Config, task: Task, model: Module, optimizer: Optimizer, run
         scores = task.evaluate(model)
         held, peak = (memory.end(run_nbytes(task.operands().values(), model, optimizer))
                       if traced else (None, None))
-        row = EpochRow(epoch, loss, scores.val_loss, scores.train_acc, scores.val_acc,
-                       scores.test_acc, grad_norm)
+        _check_columns(task, scores)
+        row = EpochRow(epoch, loss, scores, grad_norm)
         stats = EpochStats(epoch, (t1 - t0) * 1e3, (time.perf_counter() - t0) * 1e3, held, peak,
                            **task.epoch_figures())
         alarms = _alarms(config, grad_norm)
@@ -215,25 +257,36 @@ def _epochs(config: Config, task: Task, model: Module, optimizer: Optimizer, run
         run.rows.append(row)
         run.stats.append(stats)
         run.alarms.extend(f"epoch {epoch}: {a}" for a in alarms)
-        if event is not None and event.operand is None:
-            run.status, run.message = "over_budget", f"run {run_index}: {event.message}"
-        elif not (finite(loss) and finite(grad_norm)):
+        if not (finite(loss) and finite(grad_norm)):
             run.status, run.message = "diverged", _diverged(run_index, run.seed, row)
-        elif scores.val_loss < best_loss:
-            best_loss, since_best = scores.val_loss, 0
-            run.best_epoch, run.state = epoch, model.state_dict()
         else:
-            since_best += 1
+            _keep_if_best(run, model, task.metrics, row)  # an over-budget epoch counts too
+            if event is not None and event.operand is None:
+                run.status, run.message = "over_budget", f"run {run_index}: {event.message}"
         if on_epoch is not None:
             on_epoch(run_index, row, stats, alarms)
         if run.status in ("diverged", "over_budget"):
             return
-        if patience is not None and since_best >= patience:
+        if patience is not None and epoch - run.best_epoch >= patience:
             run.status = "early_stopped"
             return
         if should_stop is not None and should_stop():
             run.status = "interrupted"
             return
+
+
+def _keep_if_best(run: RunResult, model: Module, metrics: TaskMetrics, row: EpochRow) -> None:
+    """Keep `model`'s parameters as the run's best if `row`'s selection column beats the best
+    epoch's so far (in the direction its metric declares); patience counts from that epoch."""
+    best = run.rows[run.best_epoch - 1].scores[metrics.select] if run.best_epoch else None
+    if metrics.better(row.scores[metrics.select], best):
+        run.best_epoch, run.state = row.epoch, model.state_dict()
+
+
+def _check_columns(task: Task, scores: Scores) -> None:
+    if tuple(scores) != task.metrics.names:
+        raise ValueError(f"{type(task).__name__}.evaluate returned {list(scores)}, not its "
+                         f"declared metrics {list(task.metrics.names)}")
 
 
 def _diverged(run_index: int, seed: int, row: EpochRow) -> str:
@@ -242,12 +295,11 @@ def _diverged(run_index: int, seed: int, row: EpochRow) -> str:
 
 
 def _finish(run: RunResult, model: Module, task: Task) -> None:
-    """Reload the best-validation parameters and take their accuracies as the run's result."""
+    """Reload the best epoch's parameters and take their scores as the run's result."""
     if not run.state:
         return
     model.load_state_dict(run.state)
-    final = task.evaluate(model)
-    run.train_acc, run.val_acc, run.test_acc = final.train_acc, final.val_acc, final.test_acc
+    run.scores = task.evaluate(model)
 
 
 # ---------------------------------------------------------------- all runs
@@ -259,7 +311,8 @@ def fit(config: Config, task: Task, on_epoch: EpochCallback | None = None,
     """`config.train.runs` runs with seeds seed, seed+1, …; an interrupted, diverged or
     over-budget run ends the series."""
     result = TrainResult(config=config, placement=task.placement,
-                         events=[dataclasses.asdict(e) for e in task.budget_events])
+                         events=[dataclasses.asdict(e) for e in task.budget_events],
+                         metrics=task.metrics)
     memory = EpochMemory(config.monitor.memory, config.monitor.log_every)
     # Overflow is detected and reported as divergence; numpy's own warnings would only repeat it.
     with np.errstate(over="ignore", invalid="ignore"):

@@ -121,9 +121,10 @@ class PointTask(Task):
         with no_grad():
             val_logits = model(Tensor(d.X_val))
             val_loss = float(self.head.loss_fn(val_logits, d.y_val).data)
-        return Scores(val_loss, F.accuracy(self.predict(model, d.X_train), d.y_train),
-                      F.accuracy(self.head.predict(val_logits.data), d.y_val),
-                      F.accuracy(self.predict(model, d.X_test), d.y_test))
+        return self.metrics.scores(
+            val_loss=val_loss, train_acc=F.accuracy(self.predict(model, d.X_train), d.y_train),
+            val_acc=F.accuracy(self.head.predict(val_logits.data), d.y_val),
+            test_acc=F.accuracy(self.predict(model, d.X_test), d.y_test))
 
     def predict(self, model: Module, X: np.ndarray) -> np.ndarray:
         """Class ids (n,) for points X (n, 2): e.g. a grid, to draw the decision boundary."""

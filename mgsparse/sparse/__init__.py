@@ -17,11 +17,20 @@ from mgsparse.sparse.ops import (
     to_tensor,
 )
 from mgsparse.sparse.reference import FALLBACK_MAX_NNZ, ScalarFallbackWarning
+from mgsparse.sparse.segment import (
+    Segments,
+    pooling_matrix,
+    segment_max,
+    segment_mean,
+    segment_reduce,
+    segment_sum,
+)
 from mgsparse.sparse.tensor import SparseTensor
 
 __all__ = [
-    "DEFAULT_SPARSITY_THRESHOLD", "FALLBACK_MAX_NNZ", "ScalarFallbackWarning", "SparseTensor",
-    "add_self_loops", "as_operand", "coalesce", "dense_matmul", "gcn_norm", "get_num_threads",
-    "num_threads", "row_softmax", "sddmm", "set_num_threads", "sparse_dropout", "sparse_sum",
-    "spmm", "spspmm", "to_tensor",
+    "DEFAULT_SPARSITY_THRESHOLD", "FALLBACK_MAX_NNZ", "ScalarFallbackWarning", "Segments",
+    "SparseTensor", "add_self_loops", "as_operand", "coalesce", "dense_matmul", "gcn_norm",
+    "get_num_threads", "num_threads", "pooling_matrix", "row_softmax", "sddmm", "segment_max",
+    "segment_mean", "segment_reduce", "segment_sum", "set_num_threads", "sparse_dropout",
+    "sparse_sum", "spmm", "spspmm", "to_tensor",
 ]

@@ -123,6 +123,20 @@ def row_softmax(values: np.ndarray, s: Any) -> np.ndarray:
     return out
 
 
+def segment_max(x: np.ndarray, seg: Any) -> np.ndarray:
+    """out[b, f] = the first x[i, f] of largest value among the rows i of segment b (0.0 for
+    an empty segment): the choice is made on the data, the chosen Value passed through."""
+    x2 = x.reshape(len(x), -1) if len(x) else x.reshape(0, int(np.prod(x.shape[1:])))
+    out = _zeros((seg.num_segments, x2.shape[1]))
+    for b in range(seg.num_segments):
+        rows = np.flatnonzero(seg.batch == b)
+        for f in range(x2.shape[1]):
+            if len(rows):
+                best = max(rows, key=lambda i: (x2[i, f].data, -i))  # ties: the first row
+                out[b, f] = x2[best, f]
+    return out.reshape((seg.num_segments,) + x.shape[1:])
+
+
 # ---------------------------------------------------------------- vjp and fallback
 
 

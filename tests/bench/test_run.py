@@ -65,7 +65,7 @@ def test_bad_settings_are_refused_before_any_work(no_work, tmp_path, kwargs, err
 
 def test_the_sweep_is_handed_to_the_callers_picture(tmp_path):
     """bench sits below plots: the picture is the caller's `draw` (the CLI passes
-    `mgsparse.plots.plot_sweep` and checks matplotlib before the sweep)."""
+    `mgsparse.cli.plots.plot_sweep` and checks matplotlib before the sweep)."""
     drawn = []
     result = bench(dataset="synthetic", scale="200", plot_path=tmp_path / "s.png",
                    draw=lambda r, path: drawn.append((r, path)))

@@ -1,5 +1,5 @@
 """The scaling sweep as a library: the dense budget guard at each size, the JSON schema, the
-log-log growth-exponent fit and the --scale parser (its plot: tests/test_plots.py).
+log-log growth-exponent fit and the --scale parser (its plot: tests/cli/test_plots.py).
 No timing is asserted: only figures that do not depend on the machine's load."""
 
 from __future__ import annotations

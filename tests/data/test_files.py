@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from mgsparse.data import files
 from mgsparse.data.files import load_edge_list, load_features, load_labels, load_user_graph
-from mgsparse.errors import DataError
+from mgsparse.errors import DataError, InputFileError
 
 
 def write(path, text):
@@ -209,3 +209,37 @@ def test_damaged_array_files_are_one_line(tmp_path):
     (tmp_path / "folder.csv").mkdir()
     with pytest.raises(DataError, match=r"folder\.csv: cannot read it"):
         load_edge_list(tmp_path / "folder.csv")
+
+
+def _crafted_npz(path, matrix, **changes):
+    """What `sp.save_npz` writes, with some arrays replaced by hand."""
+    sp.save_npz(path, matrix)
+    with np.load(path) as z:
+        arrays = {**dict(z), **changes}
+    np.savez(path, **arrays)
+    return path
+
+
+def test_crafted_sparse_features_are_refused_before_scipy_indexes_with_them(tmp_path):
+    """A column index past the shape or a decreasing indptr used to load and then crash the
+    interpreter at the first product; the user's own file: exit 2, one line naming it."""
+    x = sp.csr_matrix(np.array([[1, 0, 2], [0, 3, 0], [4, 0, 0]], dtype=np.float32))
+    cases = {
+        "far.npz": ({"indices": np.array([0, 2, 10**7, 0], dtype=np.int32)},
+                    r"column index holds 10000000, outside \[0, 3\)"),
+        "down.npz": ({"indptr": np.array([0, 3, 1, 4], dtype=np.int32)},
+                     "indptr decreases after entry 1"),
+        "csc.npz": ({"format": np.array(b"csc"), "indices": np.array([0, 2, 1, 5])},
+                    r"row index holds 5, outside \[0, 3\)"),
+    }
+    for name, (changes, message) in cases.items():
+        path = _crafted_npz(tmp_path / name, x, **changes)
+        with pytest.raises(InputFileError, match=rf"{name}: {message}") as info:
+            load_features(path)
+        assert info.value.exit_code == 2 and "\n" not in str(info.value)
+    coo = _crafted_npz(tmp_path / "coo.npz", x.tocoo(), row=np.array([0, 0, 1, 7]))
+    with pytest.raises(InputFileError, match=r"coo\.npz: row index holds 7, outside \[0, 3\)"):
+        load_features(coo)
+    for matrix in (x, x.tocsc(), x.tocoo()):  # what save_npz writes still reads back
+        sp.save_npz(tmp_path / "ok.npz", matrix)
+        np.testing.assert_array_equal(load_features(tmp_path / "ok.npz").toarray(), x.toarray())

@@ -198,3 +198,28 @@ def test_a_directed_adjacency_is_split_by_its_rows(graph, tmp_path):
         part = P.load_part(tmp_path, p)
         assert np.allclose(part.adj @ h[part.ext], (directed @ h)[part.nodes], atol=1e-5)
         assert set(part.ext) == set(part.nodes) | set(directed[part.nodes].indices)
+
+
+def test_a_crafted_part_adjacency_is_one_line_naming_the_file(graph, adjacency, tmp_path):
+    """A column index of 10^7 in a part's adjacency used to load, then crash the interpreter
+    in the first SpMM; a damaged part is a runtime error (exit 1) naming the file."""
+    P.write_partitions(graph, adjacency, 2, tmp_path, method="contiguous")
+    path = P.part_dir(tmp_path, 1) / "adj.npz"
+    with np.load(path) as z:
+        arrays = dict(z)
+    good = arrays["indices"].copy()
+    arrays["indices"][5] = 10**7
+    np.savez(path, **arrays)
+    with pytest.raises(DataError, match=r"part-001/adj\.npz: column index holds 10000000, "
+                                        r"outside \[0, \d+\)") as info:
+        P.load_part(tmp_path, 1)
+    assert info.value.exit_code == 1 and "\n" not in str(info.value)
+    arrays["indices"] = good
+    arrays["indptr"][3] = arrays["indptr"][4] + 1  # indptr[4] < indptr[3]
+    np.savez(path, **arrays)
+    with pytest.raises(DataError, match=r"adj\.npz: indptr decreases after entry 3"):
+        P.load_part(tmp_path, 1)
+    del arrays["data"]
+    np.savez(path, **arrays)
+    with pytest.raises(DataError, match=r"adj\.npz: cannot read \(KeyError"):
+        P.load_part(tmp_path, 1)

@@ -192,6 +192,55 @@ def test_max_batch_nnz_caps_every_batch(graph, fanouts):
         list(NeighborLoader(sampler, np.arange(n), 64, max_batch_nnz=2))
 
 
+
+def in_forest(roots: int, branching: int, depth: int) -> tuple[np.ndarray, int]:
+    """Disjoint complete in-trees (edges child → parent): no node shares an in-neighbour
+    with another, so a batch of roots samples exactly what each root's bound counts."""
+    parents, children, n, level = [], [], roots, np.arange(roots)
+    for _ in range(depth):
+        kids = n + np.arange(len(level) * branching)
+        parents.append(np.repeat(level, branching))
+        children.append(kids)
+        n, level = n + len(kids), kids
+    return np.stack([np.concatenate(children), np.concatenate(parents)]), n
+
+
+class _BoundWithoutTargetRows(NeighborSampler):
+    """The bound with a one-line bug: layer l's targets counted as the sampled sources of the
+    layer inside (t = e) instead of those plus the targets themselves (t = 1 + e + ...)."""
+
+    def nnz_bound(self, seeds):
+        deg = self.degree[np.asarray(seeds)].astype(np.int64)
+        ks = [min(k, int(self.degree.max())) for k in reversed(self.fanouts)]
+        e = np.minimum(deg, ks[0])
+        total, t = e.copy(), e.copy()
+        for k in ks[1:]:
+            e = t * k
+            total, t = total + e, t + e
+        return total
+
+
+@pytest.mark.parametrize("fanouts, per_root",
+                         [([3, 2], 2 + 3 * 3), ([4, 3], 3 + 4 * 4), ([-1, 2], 2 + 3 * 4)])
+def test_max_batch_nnz_bound_is_exact_without_shared_neighbours(fanouts, per_root):
+    """Each root of a forest of 4-ary in-trees brings exactly its bound to a two-layer batch:
+    the inner block samples min(4, k₂) children, the outer one min(4, k₁) in-edges of each of
+    its 1 + min(4, k₂) targets, the root's own row included. (From three layers on, a root's
+    outer rows may re-draw children already sampled: the bound is then an upper bound.)"""
+    edge_index, n = in_forest(roots=40, branching=4, depth=2)
+    sampler = NeighborSampler(edge_index, n, fanouts)
+    roots = np.arange(40)
+    np.testing.assert_array_equal(sampler.nnz_bound(roots), per_root)
+    cap = 3 * per_root + per_root // 2  # binds: three roots a batch, not batch_size=16
+    loader = NeighborLoader(sampler, roots, batch_size=16, seed=2, max_batch_nnz=cap)
+    batches = batches_of(loader, epochs=2)
+    assert [len(b.seeds) for b in batches] == [3] * 13 + [1] + [3] * 13 + [1]
+    for b in batches:
+        assert b.nnz == per_root * len(b.seeds) <= cap  # the bound, exactly
+    wrong = _BoundWithoutTargetRows(edge_index, n, fanouts)
+    loose = NeighborLoader(wrong, roots, batch_size=16, seed=2, max_batch_nnz=cap)
+    assert max(b.nnz for b in batches_of(loose, epochs=2)) > cap  # the bug shows
+
 def test_plan_batches_is_cut_by_size_and_by_running_bound():
     nodes = np.arange(10)
     assert [len(b) for b in plan_batches(nodes, 4)] == [4, 4, 2]

@@ -3,7 +3,6 @@ signalled rank ends the whole job. Skipped without mpi4py (the extra `mgsparse[d
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
@@ -77,7 +76,7 @@ def single_process(config) -> list[dict]:
         loss, grad_norm = train_epoch(model, optimizer, task.batches(model, shuffle),
                                       config.train.grad_clip_norm)
         rows.append({"loss": loss, "grad_norm": grad_norm,
-                     **dataclasses.asdict(task.evaluate(model))})
+                     **task.evaluate(model)})
     return rows
 
 

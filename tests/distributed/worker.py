@@ -14,7 +14,6 @@ bytes each rank sent to OUT.json.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -54,7 +53,7 @@ def main() -> None:
         result = fit(config, task, on_epoch, should_stop=stop.should_stop)
     sent = comm.comm.gather(comm.bytes_sent, root=0)
     if comm.rank == 0:
-        rows = [dataclasses.asdict(row) for row in result.runs[0].rows]
+        rows = [row.as_dict() for row in result.runs[0].rows]
         with open(args.out, "w") as f:
             json.dump({"rows": rows, "bytes_sent": sent, "interrupted": result.interrupted}, f)
 

@@ -380,3 +380,31 @@ def test_a_positive_base_to_the_x_against_finite_differences_and_value(tensor64)
     zero = Value(0.0)
     (zero**0).backward()  # the scalar reference agrees: d(x^0)/dx = 0 at 0
     assert zero.grad == 0.0
+
+
+# torch 2.x: relu's gradient at exactly 0 is 0 (the subgradient it picks), leaky_relu's the slope.
+# Every relu the models reach is checked on exact zeros: a `>=` in any mask gives 1 there.
+
+
+def test_relu_gradient_at_exactly_zero_is_zero_like_torch():
+    from mgsparse.nn import ReLU
+    from mgsparse.sparse import SparseTensor
+
+    data = np.array([-1.5, 0.0, -0.0, 2.0, 0.0])
+    for relu in (lambda t: t.relu(), ReLU()):
+        x = Tensor(data.copy(), requires_grad=True)
+        (relu(x) * Tensor(np.arange(1.0, 6.0))).sum().backward()
+        np.testing.assert_array_equal(x.grad, [0.0, 0.0, 0.0, 4.0, 0.0])
+    values = [Value(v) for v in data]
+    sum((v.relu() * w for v, w in zip(values, range(1, 6))), Value(0.0)).backward()
+    assert [v.grad for v in values] == [0.0, 0.0, 0.0, 4.0, 0.0]
+    vals = Tensor(data.copy(), requires_grad=True)  # stored zeros of a sparse operand
+    A = SparseTensor(np.array([[0, 0, 1, 1, 2], [0, 1, 0, 2, 1]]), vals, (3, 3))
+    A.relu().values.sum().backward()
+    np.testing.assert_array_equal(vals.grad, [0.0, 0.0, 0.0, 1.0, 0.0])
+
+
+def test_leaky_relu_gradient_at_exactly_zero_is_the_slope_like_torch():
+    x = Tensor(np.array([-1.0, 0.0, 1.0]), requires_grad=True)
+    x.leaky_relu(0.1).sum().backward()
+    np.testing.assert_allclose(x.grad, [0.1, 0.1, 1.0])

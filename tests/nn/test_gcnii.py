@@ -10,13 +10,13 @@ import pytest
 
 from mgsparse import SparseTensor, Tensor
 from mgsparse.errors import HyperparameterError
-from mgsparse.nn.gcnii import GCNII, GCNIIConv
+from mgsparse.nn.gcnii import GCNII, GCNIILayer
 from tests.nn.model_check import model_gradcheck
 from tests.nn.test_gcn import EDGE_INDEX, N, dense_norm_adj
 
 
 def test_one_layer_is_the_formula(rng):
-    conv = GCNIIConv(4, alpha=0.1, theta=0.5, layer=3, rng=rng, dtype=np.float64)
+    conv = GCNIILayer(4, alpha=0.1, theta=0.5, layer=3, rng=rng, dtype=np.float64)
     assert conv.beta == pytest.approx(math.log(0.5 / 3 + 1))
     x, x0 = rng.standard_normal((N, 4)), rng.standard_normal((N, 4))
     beta, w = conv.beta, conv.weight.data
@@ -29,7 +29,7 @@ def test_one_layer_is_the_formula(rng):
 
 
 def test_identity_mapping_shrinks_with_depth():
-    betas = [GCNIIConv(2, theta=0.5, layer=layer).beta for layer in (1, 2, 8, 64)]
+    betas = [GCNIILayer(2, theta=0.5, layer=layer).beta for layer in (1, 2, 8, 64)]
     assert betas == pytest.approx([math.log(1.5), math.log(1.25), math.log(1.0625),
                                    math.log(1 + 0.5 / 64)])
 
@@ -62,7 +62,7 @@ def test_64_layers_keep_the_adjacency_sparse(rng):
 
 
 def test_bad_settings_are_one_line_errors():
-    with pytest.raises(HyperparameterError, match=r"^GCNIIConv: layer must be >= 1 and theta"):
-        GCNIIConv(4, theta=0.0)
+    with pytest.raises(HyperparameterError, match=r"^GCNIILayer: layer must be >= 1 and theta"):
+        GCNIILayer(4, theta=0.0)
     with pytest.raises(HyperparameterError, match=r"^GCNII: alpha must be in \[0, 1\]"):
         GCNII(3, 4, 2, layers=2, alpha=-0.1)

@@ -34,7 +34,7 @@ def test_sparse_values_get_the_dense_mask_at_their_entries(rng):
 
 def test_keep_rate_and_scaling():
     scale = keep_scale(stream_key(0, 0, 0), np.arange(2000), 50, 0.3, np.float32)
-    assert set(np.unique(scale)) == {np.float32(0), np.float32(1 / 0.7)}
+    assert set(np.unique(scale)) == {np.float32(0), np.float32(65536 / 45875)}  # p: 19661/65536
     assert scale.mean() == pytest.approx(1.0, abs=0.01)  # inverted dropout keeps the mean
     assert (scale == 0).mean() == pytest.approx(0.3, abs=0.01)
 
@@ -88,3 +88,9 @@ def test_generator_dropout_stays_available():
     model.keyed_masks = False
     out = model._dropout(ones(10, 5), 0, 0)
     assert model.dropout_key is None and np.isin(out.data, [0, 2]).all()
+
+
+def test_keyed_dropout_scales_by_the_drawn_keep_probability_near_p_one():
+    """E[keep·scale] = 1: the scale is 1/P(keep) for the 16-bit threshold, not 1/(1-p)."""
+    scale = keep_scale(stream_key(0, 0, 0), np.arange(64), 16, 0.99, np.float64)
+    assert set(np.unique(scale)) == {0.0, 65536 / 655}  # t = round(0.99·65536) = 64881

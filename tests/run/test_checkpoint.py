@@ -15,7 +15,9 @@ from mgsparse.data import karate_club
 from mgsparse.errors import DataError
 from mgsparse.run import GraphTask
 from mgsparse.run.checkpoint import (
+    EPOCH_COLUMNS,
     METRICS,
+    epochs_csv,
     metrics_dict,
     output_dir,
     read_metrics,
@@ -37,14 +39,32 @@ def test_metrics_hold_the_config_rows_versions_and_summary(result):
     assert config_from_dict(m["config"]) == result.config  # the resolved config round-trips
     assert {"numpy", "scipy", "mgsparse", "python"} <= set(m["versions"])
     assert m["placement"] == result.placement
-    assert m["summary"] == json.loads(json.dumps(dataclasses.asdict(result.summary())))
+    assert m["summary"] == json.loads(json.dumps(result.summary().as_dict()))
     assert [r["seed"] for r in m["runs"]] == [0, 1]
     run0, rows = m["runs"][0], result.runs[0].rows
-    assert run0["epochs"] == [dataclasses.asdict(row) for row in rows]
+    assert run0["epochs"] == [row.as_dict() for row in rows]
     assert len(run0["timing"]) == 8 and run0["params"] == "params_run0.npz"
     assert (run0["status"], run0["best_epoch"], run0["test_acc"]) == (
         result.runs[0].status, result.runs[0].best_epoch, result.runs[0].test_acc)
     assert m["memory_report"] is None
+
+
+def test_classification_keeps_its_columns_and_keys_in_their_order(result):
+    """The node-classification files, exactly: epochs.csv's header, each run's keys and the
+    summary's, in order (tools read them by name and by position)."""
+    assert EPOCH_COLUMNS == ("run", "seed", "epoch", "loss", "val_loss", "train_acc", "val_acc",
+                             "test_acc", "grad_norm", "step_ms", "epoch_ms", "mem_held_mb",
+                             "mem_peak_mb", "batches", "block_nnz", "sampled_nodes")
+    assert epochs_csv(result).splitlines()[0] == ",".join(EPOCH_COLUMNS)
+    m = metrics_dict(result)
+    assert list(m["runs"][0]) == ["run", "seed", "status", "message", "best_epoch", "train_acc",
+                                  "val_acc", "test_acc", "params", "epochs", "timing", "alarms",
+                                  "events"]
+    assert list(m["runs"][0]["epochs"][0]) == ["epoch", "loss", "val_loss", "train_acc",
+                                               "val_acc", "test_acc", "grad_norm"]
+    assert list(m["summary"]) == ["runs", "test_acc_mean", "test_acc_std", "val_acc_mean",
+                                  "best_epochs", "epoch_time_ms_median", "total_time_s",
+                                  "peak_memory_mb", "paper_test_acc", "status"]
 
 
 def test_write_outputs_writes_metrics_and_the_best_parameters(result, tmp_path):

@@ -18,7 +18,7 @@ from tests.conftest import make_config, moons_config
 def best_epoch_scores(run) -> Scores:
     best = run.rows[run.best_epoch - 1]
     assert best.epoch == run.best_epoch
-    return Scores(best.val_loss, best.train_acc, best.val_acc, best.test_acc)
+    return best.scores
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +43,8 @@ def test_evaluate_reports_the_scores_of_the_best_epoch(karate_run):
             run.train_acc, run.val_acc, run.test_acc)
     last = result.runs[0].rows[-1]
     assert rows[0].scores.val_loss < last.val_loss  # the last epoch's weights were not saved
+    assert list(rows[0].scores) == ["val_loss", "train_acc", "val_acc", "test_acc"]
+    assert rows[0].metrics is make_task(result.config).metrics
 
 
 def test_evaluate_reloads_a_point_cloud_run(tmp_path):

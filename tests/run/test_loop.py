@@ -14,16 +14,22 @@ from mgsparse.engine import Tensor
 from mgsparse.engine.draw import summarize
 from mgsparse.nn import Linear
 from mgsparse.nn import functional as F
+from mgsparse.nn.module import Module, Parameter
 from mgsparse.optim import SGD
 from mgsparse.run import GraphTask, make_task
+from mgsparse.run import loop as loop_module
+from mgsparse.run.budget import BudgetEvent
+from mgsparse.run.checkpoint import epochs_csv, metrics_dict
 from mgsparse.run.loop import (
     EpochRow,
     Summary,
     first_step_loss,
     fit,
+    fit_run,
     measure_memory,
     train_epoch,
 )
+from mgsparse.run.task import Task
 from tests.conftest import make_config, moons_config
 
 
@@ -183,6 +189,84 @@ def test_early_stopping_keeps_the_best_validation_epoch(karate):
         best.val_acc, best.test_acc, best.val_loss)
 
 
+class Stamped(Module):
+    """One trained weight and a stamp no gradient moves: the epoch the parameters were
+    stepped in, saved and reloaded with them."""
+
+    def __init__(self, rng):
+        super().__init__()
+        self.w = Parameter(rng.normal(size=(1,)))
+        self.stamp = Parameter(np.zeros(1))
+
+
+class Scripted(Task):
+    """A task whose scores are a script, one entry per epoch: each step stamps its epoch into
+    the parameters, so the reloaded best parameters score exactly as their epoch did."""
+
+    placement, densities = {}, {}
+
+    def __init__(self, config, script: list[dict[str, float]]):
+        self.config, self.script = config, script
+
+    def build_model(self, rng):
+        return Stamped(rng)
+
+    def batches(self, model, shuffle):
+        def step():
+            model.stamp.data += 1
+            return (model.w * model.w).sum() + model.stamp.sum() * 0.0, 1
+        yield step
+
+    def evaluate(self, model):
+        return self.metrics.scores(**self.script[int(model.stamp.data[0]) - 1])
+
+
+def script(*val_losses: float) -> list[dict[str, float]]:
+    """Epoch e: the given validation loss, and three accuracies that differ from each other
+    and from every other epoch's (train e/8, val 1/2 + e/16, test 1/4 + e/32: exact floats)."""
+    return [{"val_loss": v, "train_acc": e / 8, "val_acc": 0.5 + e / 16, "test_acc": 0.25 + e / 32}
+            for e, v in enumerate(val_losses, 1)]
+
+
+def test_each_accuracy_reaches_its_own_field_column_and_key():
+    """Train, val and test accuracy differ at every epoch: a swap anywhere between the task's
+    scores, the run's result, the rows, epochs.csv, metrics.json and the summary shows."""
+    config = make_config(train={"epochs": 3, "patience": None}, optim={"weight_decay": 0.0})
+    result = fit(config, Scripted(config, script(0.9, 0.5, 0.7)))
+    (run,) = result.runs
+    assert run.best_epoch == 2  # the lowest validation loss
+    assert (run.train_acc, run.val_acc, run.test_acc) == (0.25, 0.625, 0.3125)
+    assert [(r.train_acc, r.val_acc, r.test_acc) for r in run.rows] == [
+        (0.125, 0.5625, 0.28125), (0.25, 0.625, 0.3125), (0.375, 0.6875, 0.34375)]
+    header, *lines = epochs_csv(result).splitlines()
+    row2 = dict(zip(header.split(","), lines[1].split(",")))
+    assert [row2[k] for k in ("val_loss", "train_acc", "val_acc", "test_acc")] == [
+        "0.5", "0.25", "0.625", "0.3125"]
+    m = metrics_dict(result)
+    assert [m["runs"][0][k] for k in ("train_acc", "val_acc", "test_acc")] == [0.25, 0.625, 0.3125]
+    assert (m["summary"]["test_acc_mean"], m["summary"]["val_acc_mean"]) == (0.3125, 0.625)
+
+
+def test_the_epoch_that_stops_over_budget_still_counts_for_the_best_parameters(monkeypatch):
+    """Epoch 3 has the lowest validation loss and trips the over-budget stop: its parameters
+    are the run's result, not epoch 2's."""
+    def over_budget_at_3(task, epoch, peak, budget):
+        return BudgetEvent(epoch, None, peak, peak, peak, 1.0, "over") if epoch == 3 else None
+
+    class Traced:
+        def begin(self, epoch):
+            return True
+
+        def end(self, held):
+            return 0.0, 2.0
+
+    monkeypatch.setattr(loop_module, "check_epoch", over_budget_at_3)
+    config = make_config(train={"epochs": 10, "patience": None}, optim={"weight_decay": 0.0})
+    run = fit_run(config, Scripted(config, script(0.9, 0.8, 0.5, 0.1)), 0, Traced())
+    assert (run.status, len(run.rows), run.message) == ("over_budget", 3, "run 0: over")
+    assert run.best_epoch == 3 and (run.val_loss, run.test_acc) == (0.5, 0.25 + 3 / 32)
+
+
 def test_should_stop_ends_the_run_after_the_current_epoch(karate):
     config = make_config(train={"runs": 3})
     calls = []
@@ -218,6 +302,9 @@ def test_a_non_finite_loss_stops_the_run_with_a_message(karate):
     assert run.status == "diverged" and len(run.rows) == 1 and result.failed
     assert "diverged at epoch 1" in run.message and "optim.lr" in run.message
     assert result.summary().status == "diverged"
+    assert not run.scores and result.summary().test_acc_mean == 0.0  # no parameters kept
+    with pytest.raises(AttributeError, match="no score 'test_acc' .the run kept no parameters"):
+        run.test_acc  # noqa: B018
 
 
 def test_gradient_norm_far_above_the_clip_norm_raises_an_alarm(karate):

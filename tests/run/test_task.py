@@ -9,7 +9,14 @@ import pytest
 from mgsparse.engine import Tensor
 from mgsparse.nn import Linear
 from mgsparse.nn import functional as F
-from mgsparse.run.task import Scores, Task, shuffle_generator
+from mgsparse.run.task import (
+    ACCURACY_METRICS,
+    Metric,
+    Scores,
+    Task,
+    TaskMetrics,
+    shuffle_generator,
+)
 
 
 class TwoBatches(Task):
@@ -33,7 +40,7 @@ class TwoBatches(Task):
                                      len(part))
 
     def evaluate(self, model):
-        return Scores(0.5, 1.0, 1.0, 1.0)
+        return self.metrics.scores(val_loss=0.5, train_acc=1.0, val_acc=1.0, test_acc=1.0)
 
 
 def test_a_task_must_say_how_to_build_train_and_evaluate():
@@ -76,3 +83,67 @@ def test_defaults_of_a_task_without_operands():
     assert task.operands() == {} and task.dense_operands() == []
     with pytest.raises(NotImplementedError, match="TwoBatches has no sparse form of features"):
         task.make_sparse("features", "budget")
+
+
+# ---------------------------------------------------------------- the metric declaration
+
+
+AUC = TaskMetrics(columns=(Metric("val_auc", True), Metric("test_auc", True),
+                           Metric("val_loss", False)), select="val_auc")
+
+
+def test_a_task_scores_classification_unless_it_declares_otherwise():
+    task = TwoBatches()
+    assert task.metrics is ACCURACY_METRICS
+    assert ACCURACY_METRICS.names == ("val_loss", "train_acc", "val_acc", "test_acc")
+    scores = task.evaluate(None)
+    assert isinstance(scores, Scores) and list(scores) == list(ACCURACY_METRICS.names)
+    assert (scores.val_loss, scores["test_acc"], dict(scores)["train_acc"]) == (0.5, 1.0, 1.0)
+    with pytest.raises(AttributeError, match="no score 'test_auc'"):
+        scores.test_auc  # noqa: B018
+
+
+def test_scores_come_back_in_declared_order_and_must_be_exactly_the_columns():
+    scores = AUC.scores(val_loss=0.3, test_auc=0.8, val_auc=0.9)
+    assert list(scores.items()) == [("val_auc", 0.9), ("test_auc", 0.8), ("val_loss", 0.3)]
+    with pytest.raises(ValueError, match=r"\['test_auc', 'val_auc'\] are not the declared"):
+        AUC.scores(val_auc=0.9, test_auc=0.8)
+    with pytest.raises(ValueError, match="not the declared"):
+        AUC.scores(val_auc=0.9, test_auc=0.8, val_loss=0.3, test_acc=0.5)
+
+
+def test_the_defaults_of_a_declaration_follow_its_columns():
+    assert AUC.summary == ("test_auc_mean", "test_auc_std", "val_auc_mean", "val_auc_std",
+                           "val_loss_mean", "val_loss_std")
+    assert AUC.summary_columns == ("test_auc", "val_auc", "val_loss")
+    assert AUC.per_run == ("val_auc", "test_auc", "val_loss")
+    assert AUC.live == ("val_auc", "val_loss")  # the test split is not watched while training
+    assert AUC.legend == ""  # the live headers are the column names themselves
+    assert AUC.metric("val_auc").label == "val auc" and AUC.metric("val_auc").format(0.5) == "0.5000"
+    assert ACCURACY_METRICS.metric("val_acc").format(0.5, digits=1) == "50.0%"
+
+
+@pytest.mark.parametrize(("higher", "value", "best", "want"), [
+    (True, 0.9, 0.8, True), (True, 0.8, 0.9, False), (True, 0.8, 0.8, False),
+    (False, 0.8, 0.9, True), (False, 0.9, 0.8, False),
+    (True, 0.1, None, True), (True, float("nan"), None, False), (False, float("inf"), None, False),
+])
+def test_the_selection_follows_the_declared_direction(higher, value, best, want):
+    metrics = TaskMetrics(columns=(Metric("val_x", higher),), select="val_x")
+    assert metrics.better(value, best) is want
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: Metric("auc", True), "'auc' is not <split>_<metric>"),
+    (lambda: Metric("dev_auc", True), "'dev_auc' is not <split>_<metric>"),
+    (lambda: TaskMetrics(columns=(), select="val_auc"), "distinct and not empty"),
+    (lambda: TaskMetrics(columns=(Metric("val_a", True),) * 2, select="val_a"), "distinct"),
+    (lambda: TaskMetrics(columns=(Metric("val_a", True),), select="val_b"), r"\['val_b'\]"),
+    (lambda: TaskMetrics(columns=(Metric("val_a", True),), select="val_a",
+                         summary=("val_a_max",)), "end in _mean or _std"),
+    (lambda: TaskMetrics(columns=(Metric("val_a", True),), select="val_a",
+                         live=("test_a",)), r"\['test_a'\]"),
+])
+def test_a_declaration_that_names_what_it_lacks_is_refused(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()

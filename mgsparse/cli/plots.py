@@ -1,9 +1,10 @@
 """Every matplotlib figure of mgsparse: a run's pictures and the scaling sweep's.
 
-A graph run: learning curves (training and validation loss, train and validation accuracy,
-mean ± std over the runs) next to a 2-D PCA projection of what the best model's last layer
-reads, coloured by class. A point-cloud run: the decision boundary of its best model next to
-its loss curve. The scaling sweep: step time and traced peak against Â's stored entries.
+A graph run: learning curves (the training loss and the task's live loss columns, then its
+other live score columns, mean ± std over the runs: classification's validation loss, train and
+validation accuracy) next to a 2-D PCA projection of what the best model's last layer reads,
+coloured by class. A point-cloud run: the decision boundary of its best model next to its loss
+curve. Every score drawn is one the task declares (`mgsparse.run.task.TaskMetrics`). The scaling sweep: step time and traced peak against Â's stored entries.
 matplotlib is an optional extra (`pip install 'mgsparse[plot]'`), imported only when a picture
 is asked for, so the library and the CLI load without it. The figure is drawn on a bare
 `matplotlib.figure.Figure` (no pyplot): no global state, no GUI backend, safe in a thread.
@@ -22,7 +23,7 @@ from mgsparse.errors import ConfigError, DataError, MgsparseError
 from mgsparse.run.loop import RunResult, TrainResult
 from mgsparse.run.monitor import MB
 from mgsparse.run.points import PointTask
-from mgsparse.run.task import Task
+from mgsparse.run.task import Task, TaskMetrics
 
 INSTALL_HINT = "pip install 'mgsparse[plot]'"
 FORMATS = (".png", ".svg", ".pdf")
@@ -55,16 +56,39 @@ def save_training_plot(result: TrainResult, task: Task, path: str | Path) -> Pat
     if run is None:
         raise MgsparseError("nothing to plot: no run finished an epoch with a finite loss")
     fig = require_matplotlib().Figure(figsize=(15, 4.5), layout="constrained")
+    metrics = result.metrics
+    losses_, scores_ = _live_split(metrics)
     if isinstance(task, PointTask):
         boundary, losses = fig.subplots(1, 2)
-        _draw_boundary(boundary, task, run)
-        _draw_losses(losses, run)
+        _draw_boundary(boundary, task, run, metrics)
+        _draw_losses(losses, run, losses_)
     else:
-        losses, accuracy, embedding = fig.subplots(1, 3)
-        _draw_curves(losses, result.runs, ("loss", "val_loss"), "loss")
-        _draw_curves(accuracy, result.runs, ("train_acc", "val_acc"), "accuracy")
-        _draw_embedding(embedding, task, run)
+        losses, scores, embedding = fig.subplots(1, 3)
+        _draw_curves(losses, result.runs, ("loss", *losses_), "loss", metrics)
+        _draw_curves(scores, result.runs, scores_, _common_name(metrics, scores_), metrics)
+        _draw_embedding(embedding, task, run, metrics)
     return _save(fig, path, dpi=110)
+
+
+def _live_split(metrics: TaskMetrics) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The live columns that are losses (drawn beside the training loss), and the others."""
+    live = metrics.live
+    return (tuple(c for c in live if metrics.metric(c).name == "loss"),
+            tuple(c for c in live if metrics.metric(c).name != "loss"))
+
+
+def _common_name(metrics: TaskMetrics, columns: tuple[str, ...]) -> str:
+    """What a panel of `columns` shows: their label without the split when they share it
+    ("accuracy" for train and val accuracy), else "score"."""
+    names = {metrics.metric(c).label.removeprefix(f"{metrics.metric(c).split} ")
+             for c in columns}
+    return names.pop() if len(names) == 1 else "score"
+
+
+def _headline(metrics: TaskMetrics, run: RunResult) -> str:
+    """The run's first summarised score, e.g. "test 81.5%" (classification: test accuracy)."""
+    m = metrics.metric(metrics.summary_columns[0])
+    return f"{m.split} {m.format(run.scores.get(m.column, 0.0), digits=1)}"
 
 
 def curve_band(runs: list[RunResult], field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -77,11 +101,11 @@ def curve_band(runs: list[RunResult], field: str) -> tuple[np.ndarray, np.ndarra
     return (np.arange(1, length + 1), np.nanmean(table, axis=0), np.nanstd(table, axis=0))
 
 
-def _draw_curves(ax: Any, runs: list[RunResult], fields: tuple[str, ...], what: str) -> None:
+def _draw_curves(ax: Any, runs: list[RunResult], fields: tuple[str, ...], what: str,
+                 metrics: TaskMetrics) -> None:
     for field in fields:
         epochs, mean, std = curve_band([r for r in runs if r.rows], field)
-        label = {"loss": "training loss"}.get(field, field.replace("_", " ")
-                                              .replace("acc", "accuracy"))
+        label = "training loss" if field == "loss" else metrics.metric(field).label
         line, = ax.plot(epochs, mean, label=label)
         if len(runs) > 1:
             ax.fill_between(epochs, mean - std, mean + std, color=line.get_color(), alpha=0.2)
@@ -101,7 +125,7 @@ def pca_2d(h: np.ndarray) -> np.ndarray:
     return centred @ top
 
 
-def _draw_embedding(ax: Any, task: Any, run: RunResult) -> None:
+def _draw_embedding(ax: Any, task: Any, run: RunResult, metrics: TaskMetrics) -> None:
     hidden = task.embedding(task.restore(run.state))
     if hidden is None:  # a sampled run: no whole-graph forward to read the hidden layer from
         ax.text(0.5, 0.5, "no embedding picture for a sampled run", ha="center")
@@ -114,7 +138,7 @@ def _draw_embedding(ax: Any, task: Any, run: RunResult) -> None:
         ax.scatter(*points[mask].T, s=4, color=COLORS[c % len(COLORS)], label=f"class {c}")
     ax.scatter(*points[~labelled].T, s=4, color="lightgrey", label="no label")
     ax.set(xlabel="PC 1", ylabel="PC 2",
-           title=f"last hidden layer (PCA), seed {run.seed}: test {run.test_acc:.1%}")
+           title=f"last hidden layer (PCA), seed {run.seed}: {_headline(metrics, run)}")
     ax.legend(loc="best", fontsize="x-small", markerscale=3)
 
 
@@ -126,7 +150,7 @@ def _save(fig: Any, path: Path, dpi: int) -> Path:
     return path
 
 
-def _draw_boundary(ax: Any, task: PointTask, run: RunResult) -> None:
+def _draw_boundary(ax: Any, task: PointTask, run: RunResult, metrics: TaskMetrics) -> None:
     """The best model's decision regions with the train and test points."""
     config, d = task.config, task.data
     X_train, y_train, X_test, y_test = d.X_train, d.y_train, d.X_test, d.y_test
@@ -146,19 +170,23 @@ def _draw_boundary(ax: Any, task: PointTask, run: RunResult) -> None:
         ax.scatter(*X_train[y_train == c].T, s=10, color=colors[c], label=f"train, class {c}")
         ax.scatter(*X_test[y_test == c].T, s=28, color=colors[c], marker="x",
                    label=f"test, class {c}")
-    ax.set_title(f"{config.model.kind.upper()} on {config.dataset.name}: test accuracy "
-                 f"{run.test_acc:.1%} (seed {run.seed}, best epoch {run.best_epoch})")
+    m = metrics.metric(metrics.summary_columns[0])
+    ax.set_title(f"{config.model.kind.upper()} on {config.dataset.name}: {m.label} "
+                 f"{m.format(run.scores.get(m.column, 0.0), digits=1)} (seed {run.seed}, "
+                 f"best epoch {run.best_epoch})")
     ax.set_xlabel("x1")
     ax.set_ylabel("x2")
     ax.legend(loc="best", fontsize="small")
 
 
-def _draw_losses(ax: Any, run: RunResult) -> None:
+def _draw_losses(ax: Any, run: RunResult, losses: tuple[str, ...]) -> None:
     epochs = [row.epoch for row in run.rows]
     ax.plot(epochs, [row.loss for row in run.rows], label="training loss (mean over batches)")
-    ax.plot(epochs, [row.val_loss for row in run.rows], label="validation loss")
+    for column in losses:
+        label = "validation loss" if column == "val_loss" else column.replace("_", " ")
+        ax.plot(epochs, [row.scores[column] for row in run.rows], label=label)
     ax.axvline(run.best_epoch, color="grey", linestyle="--", label=f"best epoch {run.best_epoch}")
-    positive = all(row.loss > 0 and row.val_loss > 0 for row in run.rows)
+    positive = all(row.loss > 0 and all(row.scores[c] > 0 for c in losses) for row in run.rows)
     ax.set_yscale("log" if positive else "linear")
     ax.set_xlabel("epoch")
     ax.set_ylabel("loss")

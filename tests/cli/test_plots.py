@@ -14,9 +14,7 @@ import pytest
 
 from mgsparse.bench import sweep
 from mgsparse.bench.dense_vs_sparse import RepresentationResult
-from mgsparse.config import load_config
-from mgsparse.errors import ConfigError, MgsparseError
-from mgsparse.plots import (
+from mgsparse.cli.plots import (
     INSTALL_HINT,
     check_plot_target,
     curve_band,
@@ -25,8 +23,11 @@ from mgsparse.plots import (
     require_matplotlib,
     save_training_plot,
 )
+from mgsparse.config import load_config
+from mgsparse.errors import ConfigError, MgsparseError
 from mgsparse.run import fit, make_task
 from mgsparse.run.loop import EpochRow, RunResult
+from mgsparse.run.task import Scores
 from tests.conftest import CONFIGS, make_config, moons_config
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -114,12 +115,15 @@ def test_a_graph_run_draws_curves_and_the_hidden_layer(tmp_path, karate_runs):
 
 def test_curve_band_is_the_mean_and_std_over_runs_epoch_by_epoch():
     def run(losses):
-        return RunResult(seed=0, rows=[EpochRow(i + 1, v, 0, 0, 0, 0, 0)
+        return RunResult(seed=0, rows=[EpochRow(i + 1, v, Scores({"val_auc": 1 - v}), 0)
                                        for i, v in enumerate(losses)])
 
-    epochs, mean, std = curve_band([run([1.0, 3.0, 5.0]), run([3.0, 5.0])], "loss")
+    runs = [run([1.0, 3.0, 5.0]), run([3.0, 5.0])]
+    epochs, mean, std = curve_band(runs, "loss")
     assert epochs.tolist() == [1, 2, 3]
     assert mean.tolist() == [2.0, 4.0, 5.0] and std.tolist() == [1.0, 1.0, 0.0]
+    _, mean, std = curve_band(runs, "val_auc")  # a declared score column, by its name
+    assert mean.tolist() == [-1.0, -3.0, -4.0] and std.tolist() == [1.0, 1.0, 0.0]
 
 
 def test_pca_2d_keeps_the_two_directions_of_largest_variance():
@@ -155,7 +159,7 @@ def test_an_unwritable_plot_path_is_one_error(tmp_path, sweep_result):
 
 
 def test_importing_plots_does_not_import_matplotlib():
-    probe = ("import json, sys, mgsparse.plots; "
+    probe = ("import json, sys, mgsparse.cli.plots; "
              "print(json.dumps(sorted(m for m in sys.modules if m.startswith('matplotlib'))))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           check=False, timeout=120)
