@@ -64,8 +64,9 @@ def timed_epochs(step, evaluate, epochs: int) -> list[float]:
 def single(args: argparse.Namespace) -> dict:
     """The ordinary single-process trainer on the whole graph."""
     from mgsparse.run.build import build_optimizer
-    from mgsparse.run.graph_task import GraphTask, load_graph
     from mgsparse.run.loop import train_epoch
+    from mgsparse.run.placed import load_graph
+    from mgsparse.run.tasks.nodes import GraphTask
 
     cfg = config(args)
     graph = load_graph(cfg.dataset)
@@ -88,8 +89,8 @@ def rank(args: argparse.Namespace) -> None:
     """One rank under mpiexec: load its part, train, report (rank 0 writes all ranks')."""
     from mgsparse.distributed import Comm, abort_on_error
     from mgsparse.run.build import build_optimizer
-    from mgsparse.run.distributed_task import DistributedGraphTask
     from mgsparse.run.loop import train_epoch
+    from mgsparse.run.tasks.partitioned import DistributedGraphTask
 
     comm = Comm(timeout=600)
     with abort_on_error(comm, lambda e: print(f"rank {comm.rank}: {e}", file=sys.stderr)):
@@ -114,7 +115,7 @@ def rank(args: argparse.Namespace) -> None:
 
 def partition(args: argparse.Namespace, ranks: int, folder: Path) -> dict:
     from mgsparse.distributed import partition_graph
-    from mgsparse.run.graph_task import load_graph
+    from mgsparse.run.placed import load_graph
 
     cfg = config(args)
     graph = load_graph(cfg.dataset)

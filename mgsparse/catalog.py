@@ -1,9 +1,10 @@
 """The facts, once: every dataset a config may name and every model kind, with what each needs.
 
-A dataset is either a *graph* (nodes, edges, features, a node split: trained by a graph task)
-or *points* (a 2-D point cloud with no edges: trained by an MLP on mini-batches). Its source
-says where it comes from: ``planetoid`` (downloaded and verified against embedded checksums),
-``ogb`` (downloaded, checked against the documented counts, trusted on first use),
+A dataset is a *graph* (nodes, edges, features, a node split: trained by a graph task), a set
+of *graphs* (many small graphs with one label each: graph classification) or *points* (a 2-D
+point cloud with no edges: trained by an MLP on mini-batches). Its source says where it comes
+from: ``planetoid`` (downloaded and verified against embedded checksums), ``ogb`` and ``tu``
+(downloaded, checked against the documented counts, trusted on first use),
 ``builtin`` (shipped in the package), ``generated`` (made from a seed), ``files`` (the user's
 own, named in the config). A model kind names the graph operand its layers
 read: the normalised adjacency Â (GCN), the raw edge list (GAT, GraphSAGE) or nothing (MLP).
@@ -19,8 +20,8 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class DatasetFacts:
     name: str
-    kind: str  # "graph" | "points"
-    source: str  # "planetoid" | "ogb" | "builtin" | "generated" | "files"
+    kind: str  # "graph" | "graphs" | "points"
+    source: str  # "planetoid" | "ogb" | "tu" | "builtin" | "generated" | "files"
     description: str
     paper_accuracy: dict[str, float] = field(default_factory=dict)  # model kind -> test acc
     maker: str = ""  # generated data: the function of mgsparse.data.synthetic that makes it
@@ -60,6 +61,24 @@ DATASETS: dict[str, DatasetFacts] = {d.name: d for d in (
                  "stochastic block model, generated from a seed (any size)", maker="sbm"),
     DatasetFacts("csv", "graph", "files",
                  "your own graph: edge list, features, labels, split files (dataset.edges...)"),
+    DatasetFacts("mutag", "graphs", "tu",
+                 "188 molecules (TU): 3,371 nodes, 7 atom types, 2 classes (mutagenic or not)",
+                 num_classes=2, title="MUTAG"),
+    DatasetFacts("nci1", "graphs", "tu",
+                 "4,110 molecules (TU): 122,747 nodes, 37 atom types, 2 classes (lung cancer)",
+                 num_classes=2, title="NCI1"),
+    DatasetFacts("nci109", "graphs", "tu",
+                 "4,127 molecules (TU): 122,494 nodes, 38 atom types, 2 classes (ovarian cancer)",
+                 num_classes=2, title="NCI109"),
+    DatasetFacts("proteins", "graphs", "tu",
+                 "1,113 proteins (TU): 43,471 nodes, 3 node labels + 1 attribute, 2 classes",
+                 num_classes=2, title="PROTEINS"),
+    DatasetFacts("enzymes", "graphs", "tu",
+                 "600 enzymes (TU): 19,580 nodes, 3 node labels + 18 attributes, 6 classes",
+                 num_classes=6, title="ENZYMES"),
+    DatasetFacts("dd", "graphs", "tu",
+                 "1,178 proteins (TU): 334,925 nodes, 89 amino-acid labels, 2 classes",
+                 num_classes=2, title="DD"),
     DatasetFacts("moons", "points", "generated", "two interleaving half circles (2-D points)",
                  maker="make_moons", num_classes=2),
     DatasetFacts("circles", "points", "generated", "a circle inside a circle (2-D points)",
@@ -89,6 +108,7 @@ MODELS: dict[str, ModelFacts] = {m.kind: m for m in (
 
 DATASET_NAMES: tuple[str, ...] = tuple(DATASETS)
 GRAPH_DATASETS: tuple[str, ...] = tuple(n for n, d in DATASETS.items() if d.kind == "graph")
+GRAPHSET_DATASETS: tuple[str, ...] = tuple(n for n, d in DATASETS.items() if d.kind == "graphs")
 POINT_DATASETS: tuple[str, ...] = tuple(n for n, d in DATASETS.items() if d.kind == "points")
 PLANETOID_DATASETS: tuple[str, ...] = tuple(n for n, d in DATASETS.items()
                                             if d.source == "planetoid")
@@ -103,3 +123,8 @@ def paper_accuracy(model_kind: str, dataset: str) -> float | None:
 
 def is_points(dataset: str) -> bool:
     return dataset in DATASETS and DATASETS[dataset].kind == "points"
+
+
+def is_graphset(dataset: str) -> bool:
+    """A set of small graphs with one label each (graph classification: MUTAG, NCI1, ...)."""
+    return dataset in DATASETS and DATASETS[dataset].kind == "graphs"

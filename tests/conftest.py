@@ -1,6 +1,7 @@
 """Fixtures shared by the whole suite: a seeded generator, float64 tensor factories, config
 factories, the one CLI fixture every command test uses, and a loopback HTTP server over the
-real Planetoid files (MGSPARSE_PLANETOID_URL, ../shared/planetoid or the public files)."""
+real Planetoid files (MGSPARSE_PLANETOID_URL, ../shared/planetoid or the public files) and
+the real TU zips (`require_real_tu`)."""
 
 from __future__ import annotations
 
@@ -89,6 +90,61 @@ def require_real_data() -> Path:
         return _real_folder[0]
     message = ("real Planetoid files not found (MGSPARSE_PLANETOID_URL, "
                f"{SHARED_PLANETOID}, the public Planetoid files)")
+    if os.environ.get("MGSPARSE_REQUIRE_REAL_DATA") == "1":
+        pytest.fail(message + " (MGSPARSE_REQUIRE_REAL_DATA=1)")
+    pytest.skip(message)
+
+
+SHARED_TU = REPO_ROOT.parent / "shared" / "tudataset"
+USER_TU = os.environ.get("MGSPARSE_TU_URL")  # read at start-up, as USER_PLANETOID
+REAL_TU_ZIPS = ("MUTAG.zip", "NCI1.zip", "NCI109.zip")
+_real_tu: list[Path | None] = []  # resolved once per session
+
+
+def _download_real_tu(source: str) -> Path | None:
+    """The three real TU zips fetched from `source` (a URL or folder) by mgsparse's own
+    capped, atomic download into a folder of this session; None when it cannot give them."""
+    from mgsparse.data.download import fetch_unpinned, source_of
+    from mgsparse.data.sources import tu
+    from mgsparse.errors import MgsparseError
+
+    root = Path(tempfile.mkdtemp(prefix="mgsparse-real-tu-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    for name in REAL_TU_ZIPS:
+        spec = tu.check_name(name.removesuffix(".zip"))
+        try:
+            fetch_unpinned(source_of(source, name), root / name, spec.max_bytes,
+                           timeout=(5.0, 30.0), retries=1, backoff=0.5)
+        except MgsparseError:
+            return None
+    return root
+
+
+def _find_real_tu() -> Path | None:
+    """MGSPARSE_TU_URL (a folder or a URL), then ../shared/tudataset, then the TU collection's
+    server when it can be reached: the first that holds MUTAG, NCI1 and NCI109."""
+    if USER_TU:
+        folder = Path(USER_TU)
+        if all((folder / name).is_file() for name in REAL_TU_ZIPS):
+            return folder
+        got = _download_real_tu(USER_TU)
+        if got is not None:
+            return got
+    if all((SHARED_TU / name).is_file() for name in REAL_TU_ZIPS):
+        return SHARED_TU
+    from mgsparse.data.sources.tu import DEFAULT_URL
+
+    return _download_real_tu(DEFAULT_URL)
+
+
+def require_real_tu() -> Path:
+    """A folder of the real MUTAG, NCI1 and NCI109 zips (see `_find_real_tu`); skip without
+    one, unless MGSPARSE_REQUIRE_REAL_DATA=1 (CI), where its absence is a failure."""
+    if not _real_tu:
+        _real_tu.append(_find_real_tu())
+    if _real_tu[0] is not None:
+        return _real_tu[0]
+    message = f"real TU zips not found (MGSPARSE_TU_URL, {SHARED_TU}, the TU server)"
     if os.environ.get("MGSPARSE_REQUIRE_REAL_DATA") == "1":
         pytest.fail(message + " (MGSPARSE_REQUIRE_REAL_DATA=1)")
     pytest.skip(message)

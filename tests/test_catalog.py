@@ -17,10 +17,12 @@ from mgsparse.catalog import (
     DATASET_NAMES,
     DATASETS,
     GRAPH_DATASETS,
+    GRAPHSET_DATASETS,
     MODEL_KINDS,
     MODELS,
     PLANETOID_DATASETS,
     POINT_DATASETS,
+    is_graphset,
     is_points,
     paper_accuracy,
 )
@@ -32,8 +34,10 @@ def test_the_names_are_the_keys_and_each_kind_is_listed_once():
     assert all(name == facts.name for name, facts in DATASETS.items())
     assert all(kind == facts.kind for kind, facts in MODELS.items())
     assert DATASET_NAMES == tuple(DATASETS) and MODEL_KINDS == tuple(MODELS)
-    assert set(GRAPH_DATASETS) | set(POINT_DATASETS) == set(DATASETS)
+    assert set(GRAPH_DATASETS) | set(GRAPHSET_DATASETS) | set(POINT_DATASETS) == set(DATASETS)
     assert not set(GRAPH_DATASETS) & set(POINT_DATASETS)
+    assert not set(GRAPHSET_DATASETS) & (set(GRAPH_DATASETS) | set(POINT_DATASETS))
+    assert set(GRAPHSET_DATASETS) == {"mutag", "nci1", "nci109", "proteins", "enzymes", "dd"}
     assert set(PLANETOID_DATASETS) == {"cora", "citeseer", "pubmed"} <= set(GRAPH_DATASETS)
     assert set(POINT_DATASETS) == {"moons", "circles", "blobs"}
     assert GRAPH_DATASETS[0] == "cora"  # the bench's default
@@ -42,9 +46,10 @@ def test_the_names_are_the_keys_and_each_kind_is_listed_once():
 @pytest.mark.parametrize("name", DATASET_NAMES)
 def test_every_dataset_has_a_known_kind_source_and_maker(name):
     facts = DATASETS[name]
-    assert facts.kind in ("graph", "points") and facts.description
-    assert facts.source in ("planetoid", "ogb", "builtin", "generated", "files")
+    assert facts.kind in ("graph", "graphs", "points") and facts.description
+    assert facts.source in ("planetoid", "ogb", "tu", "builtin", "generated", "files")
     assert is_points(name) == (facts.kind == "points")
+    assert is_graphset(name) == (facts.kind == "graphs")
     if facts.source == "generated":
         assert callable(getattr(synthetic, facts.maker))
     else:

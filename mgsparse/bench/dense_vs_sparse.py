@@ -44,10 +44,10 @@ from mgsparse.errors import ConfigError
 from mgsparse.nn import functional as F
 from mgsparse.run.budget import estimate_step_bytes
 from mgsparse.run.build import build_optimizer
-from mgsparse.run.graph_task import GraphTask
 from mgsparse.run.loop import train_epoch
 from mgsparse.run.monitor import MB
 from mgsparse.run.task import shuffle_generator
+from mgsparse.run.tasks.nodes import GraphTask
 from mgsparse.sparse import SparseTensor
 
 # The dense step holds one N×N array, Â itself: Â needs no gradient, so the backward never

@@ -10,7 +10,7 @@ from mgsparse.bench.dense_vs_sparse import DenseVsSparseResult, bench_config, de
 from mgsparse.bench.measure import Progress
 from mgsparse.bench.sweep import SweepResult, parse_scale, scale_sweep
 from mgsparse.errors import ConfigError, DataError
-from mgsparse.run.graph_task import load_graph
+from mgsparse.run.placed import load_graph
 
 
 def check_output(path: Path | None, what: str) -> None:

@@ -22,8 +22,9 @@ from mgsparse.bench.measure import Progress, check_settings, time_ms
 from mgsparse.catalog import DATASETS
 from mgsparse.config import Config
 from mgsparse.errors import ConfigError
-from mgsparse.run.graph_task import GraphTask, load_graph
 from mgsparse.run.monitor import MB
+from mgsparse.run.placed import load_graph
+from mgsparse.run.tasks.nodes import GraphTask
 from mgsparse.sparse import SparseTensor
 
 # Below ~1e5 stored entries a step costs about the same whatever the size: the ~60 engine ops

@@ -5,19 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.table import Table
 
 from mgsparse.cli.progress import download_bar
 from mgsparse.cli.render import datasets_table, fail, info_table, out
-from mgsparse.data import dataset_info, download_dataset, list_datasets
+from mgsparse.data import GraphSet, dataset_info, download_dataset, list_datasets
 from mgsparse.errors import MgsparseError
-from mgsparse.run.graph_task import graph_for
+from mgsparse.run.placed import graph_for
 
 datasets_app = typer.Typer(help="List, download and inspect datasets.", no_args_is_help=True)
 
 ROOT_OPTION = typer.Option(None, "--root", help="Cache folder (default: $MGSPARSE_DATA or "
                            "./datasets).")
 URL_OPTION = typer.Option(None, "--url", help="Base URL or mirror folder (default: "
-                          "$MGSPARSE_PLANETOID_URL / $MGSPARSE_OGB_URL or the dataset's server).")
+                          "$MGSPARSE_PLANETOID_URL / $MGSPARSE_OGB_URL / $MGSPARSE_TU_URL or the "
+                          "dataset's server).")
 
 
 @datasets_app.command("list")
@@ -32,7 +34,7 @@ def list_command(root: Path = ROOT_OPTION) -> None:
 
 @datasets_app.command("download")
 def download_command(name: str, root: Path = ROOT_OPTION, url: str = URL_OPTION) -> None:
-    """Fetch a Planetoid or OGB dataset and verify its files."""
+    """Fetch a Planetoid, OGB or TU dataset and verify its files."""
     try:
         with download_bar() as report:
             done = download_dataset(name, root=root, url=url, progress=report)
@@ -46,10 +48,37 @@ def info_command(target: str = typer.Argument(..., metavar="NAME_OR_PATH", help=
         "A dataset name, a config file (.yaml), a folder holding edges.csv (and optionally "
         "features.*, labels.csv, train/val/test.csv), or an edge-list file.")),
         root: Path = ROOT_OPTION, url: str = URL_OPTION) -> None:
-    """Nodes, edges, features, classes, sparsity, split sizes and label counts of a dataset."""
+    """Nodes, edges, features, classes, sparsity, split sizes and label counts of a dataset;
+    for a set of graphs: graphs, nodes and edges per graph, classes and class balance."""
     try:
         with download_bar() as report:
             graph = graph_for(target, root, url, report)
     except MgsparseError as err:
         fail(err)
-    out.print(info_table(dataset_info(graph)))
+    if isinstance(graph, GraphSet):
+        out.print(graphset_table(graph.info()))
+    else:
+        out.print(info_table(dataset_info(graph)))
+
+
+def graphset_table(info: dict) -> Table:
+    """`GraphSet.info` as `info_table` shows one graph."""
+    table = Table(title=f"{info['name']}", show_header=False)
+    table.add_column("property", style="bold")
+    table.add_column("value", justify="right")
+    nodes, edges = info["nodes_per_graph"], info["edges_per_graph"]
+    balance = "  ".join(f"{c}: {n} ({share:.1%})" for c, (n, share) in
+                        enumerate(zip(info["class_counts"], info["class_balance"], strict=True)))
+    for key, value in (
+            ("graphs", f"{info['graphs']}"),
+            ("nodes", f"{info['nodes']}"),
+            ("edges (directed)", f"{info['edges']}"),
+            ("nodes per graph (mean/min/max)",
+             f"{nodes['mean']:.1f} / {nodes['min']} / {nodes['max']}"),
+            ("edges per graph (mean/min/max)",
+             f"{edges['mean']:.1f} / {edges['min']} / {edges['max']}"),
+            ("features", f"{info['features']}"),
+            ("classes", f"{info['classes']}"),
+            ("class balance", balance)):
+        table.add_row(key, value)
+    return table

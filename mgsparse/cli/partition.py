@@ -11,7 +11,7 @@ from mgsparse.cli.progress import download_bar
 from mgsparse.cli.render import fail, out, partition_table
 from mgsparse.config import load_config
 from mgsparse.errors import MgsparseError
-from mgsparse.run.distributed_task import partition as partition_graph
+from mgsparse.run.tasks.partitioned import partition as partition_graph
 
 
 class Method(str, Enum):

@@ -22,8 +22,8 @@ from mgsparse.bench.sweep import FIT_MIN_NNZ, SweepResult
 from mgsparse.errors import ConfigError, DataError, MgsparseError
 from mgsparse.run.loop import RunResult, TrainResult
 from mgsparse.run.monitor import MB
-from mgsparse.run.points import PointTask
 from mgsparse.run.task import Task, TaskMetrics
+from mgsparse.run.tasks.points import PointTask
 
 INSTALL_HINT = "pip install 'mgsparse[plot]'"
 FORMATS = (".png", ".svg", ".pdf")

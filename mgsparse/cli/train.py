@@ -32,7 +32,7 @@ from mgsparse.run import (
     write_outputs,
 )
 from mgsparse.run.checkpoint import check_output_dir
-from mgsparse.run.distributed_task import DistributedGraphTask, fit_partitioned
+from mgsparse.run.tasks.partitioned import DistributedGraphTask, fit_partitioned
 
 EXIT_INTERRUPTED = 130  # the shell's convention for a run ended by SIGINT
 EXIT_TERMINATED = 143  # ... and by SIGTERM (128 + 15)

@@ -1,6 +1,6 @@
-"""Datasets as plain numpy/scipy arrays: Planetoid (downloaded and verified), OGB (downloaded,
-trusted on first use), Zachary's karate club (embedded), a stochastic block model (generated)
-and the user's own files.
+"""Datasets as plain numpy/scipy arrays: Planetoid (downloaded and verified), OGB and the TU
+graph-classification sets (downloaded, trusted on first use), Zachary's karate club
+(embedded), a stochastic block model (generated) and the user's own files.
 
 `load_section(section)` is the one entry point the trainer uses (a config's dataset section),
 `load_dataset(name, ...)` the one for a name; both find the dataset's source in
@@ -12,10 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mgsparse.catalog import DATASETS, GRAPH_DATASETS
+from mgsparse.catalog import DATASETS, GRAPH_DATASETS, GRAPHSET_DATASETS
 from mgsparse.data.download import Progress, fetch
 from mgsparse.data.files import load_edge_list, load_features, load_labels, load_user_graph
 from mgsparse.data.graph import Graph, dataset_info
+from mgsparse.data.graphset import GraphSet
 from mgsparse.data.loader import DataLoader, TensorDataset
 from mgsparse.data.sources import SOURCES, check_split, source_for
 from mgsparse.data.sources.planetoid import load as load_planetoid
@@ -27,6 +28,7 @@ __all__ = [
     "KNOWN_DATASETS",
     "DataLoader",
     "Graph",
+    "GraphSet",
     "TensorDataset",
     "dataset_info",
     "download_dataset",
@@ -50,13 +52,16 @@ __all__ = [
     "sbm",
 ]
 
-KNOWN_DATASETS = GRAPH_DATASETS  # the graphs `load_dataset` builds (points: `make_moons`, ...)
+# what `load_dataset` builds: graphs, then sets of graphs (points: `make_moons`, ...)
+KNOWN_DATASETS = GRAPH_DATASETS + GRAPHSET_DATASETS
+_LOADABLE = ("graph", "graphs")
 
 
 def load_dataset(name: str, root: str | Path | None = None, split: str = "public",
                  url: str | None = None, normalize_features: bool = False,
-                 progress: Progress | None = None, **kw) -> Graph:
-    """Any known dataset as a `Graph`.
+                 progress: Progress | None = None, **kw) -> Graph | GraphSet:
+    """Any known dataset: a `Graph`, or a `GraphSet` for a set of graphs (MUTAG, NCI1, ...,
+    which take no split, normalisation or ``kw``).
 
     ``split`` is 'public' (the dataset's own split), 'full' or 'random'. For Planetoid, OGB
     and karate ``kw`` holds the random split's sizes (``num_train_per_class``, ``num_val``,
@@ -66,14 +71,14 @@ def load_dataset(name: str, root: str | Path | None = None, split: str = "public
     """
     key = str(name).lower()
     check_split(split)
-    if key not in DATASETS or DATASETS[key].kind != "graph":
+    if key not in DATASETS or DATASETS[key].kind not in _LOADABLE:
         raise ConfigError(f"unknown dataset {name!r}; known: {', '.join(KNOWN_DATASETS)}")
     return source_for(key).load(key, root=root, split=split, url=url,
                                 normalize_features=normalize_features, progress=progress, **kw)
 
 
-def load_section(section: Any, progress: Progress | None = None) -> Graph:
-    """The graph a config's dataset section names.
+def load_section(section: Any, progress: Progress | None = None) -> Graph | GraphSet:
+    """The graph (or set of graphs) a config's dataset section names.
 
     ``section`` is any object with the section's attributes (``name`` and those its source's
     `Source.reads` lists, plus the random split's when ``split`` is 'random'): this leaf reads
@@ -81,7 +86,7 @@ def load_section(section: Any, progress: Progress | None = None) -> Graph:
     download bytes. What each source reads is in `mgsparse.data.sources`.
     """
     key = str(section.name).lower()
-    if key not in DATASETS or DATASETS[key].kind != "graph":
+    if key not in DATASETS or DATASETS[key].kind not in _LOADABLE:
         raise ConfigError(f"unknown dataset {section.name!r}; known: "
                           f"{', '.join(KNOWN_DATASETS)}")
     source = source_for(key)

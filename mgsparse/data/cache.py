@@ -23,6 +23,7 @@ import numpy as np
 from mgsparse.data.atomic import atomic_write
 from mgsparse.data.checks import check_csr, check_edge_index
 from mgsparse.data.graph import Graph
+from mgsparse.data.graphset import GraphSet
 from mgsparse.errors import DataError
 
 _MASKS = ("train_mask", "val_mask", "test_mask")
@@ -124,3 +125,43 @@ def cached_graph(path: Path, key: str, name: str, build: Callable[[], Graph]) ->
         except OSError:
             pass
     return graph
+
+
+# --- a set of small graphs ----------------------------------------------------------------------
+
+_GRAPHSET_ARRAYS = ("x", "edge_index", "node_ptr", "edge_ptr", "y")
+
+
+def cached_graphset(path: Path, key: str, name: str, build: Callable[[], GraphSet]) -> GraphSet:
+    """`cached_graph` for a `GraphSet`: the same key, digest, atomic write and rebuild of a
+    stale or damaged file (the GraphSet's own checks run on what is read back)."""
+    graphs = load_graphset(path, key, name) if Path(path).is_file() else None
+    if graphs is None:
+        graphs = build()
+        try:
+            save_graphset(graphs, path, key)
+        except OSError:
+            pass
+    return graphs
+
+
+def save_graphset(graphs: GraphSet, path: Path, key: str) -> None:
+    arrays = {a: getattr(graphs, a) for a in _GRAPHSET_ARRAYS}
+    arrays["num_classes"] = np.array(graphs.num_classes)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda f: np.savez(f, key=key, digest=digest(arrays), **arrays), "wb")
+
+
+def load_graphset(path: Path, key: str, name: str) -> GraphSet | None:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if str(z["key"]) != key:
+                return None
+            arrays = {k: z[k] for k in z.files if k not in ("key", "digest")}
+            if str(z["digest"]) != digest(arrays):
+                return None
+        return GraphSet(**{a: arrays[a] for a in _GRAPHSET_ARRAYS},
+                        num_classes=int(arrays["num_classes"]), name=name)
+    except Exception:  # noqa: BLE001 -- whatever a damaged cache raises, rebuilding is the cure
+        return None

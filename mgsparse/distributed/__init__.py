@@ -2,7 +2,7 @@
 
 comm.py: deadline-bounded collectives, abort and stop signals; halo.py: the halo exchange
 op and the local Â operand; train.py: one rank's loss share, gradient sum and evaluation (run by
-`mgsparse.run.distributed_task` in the one loop). Sits beside the
+`mgsparse.run.tasks.partitioned` in the one loop). Sits beside the
 run layer: it imports engine, sparse, nn, optim and data, and mpi4py only when used.
 """
 

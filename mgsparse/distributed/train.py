@@ -8,7 +8,7 @@ same parameters. The loss is the global masked mean:
 
     L = Σ_r Σ_{i ∈ train_r} ℓ_i / n_train,   each rank differentiating its own share,
 
-and the metrics are sums of per-rank counts. `mgsparse.run.distributed_task` runs these in
+and the metrics are sums of per-rank counts. `mgsparse.run.tasks.partitioned` runs these in
 the one training loop; `logits`, `allreduce_grads` and `evaluate` are collectives: every rank
 calls them, in the same order, once per epoch.
 """

@@ -8,7 +8,6 @@ folder and score it again. Nothing here prints: progress goes out through callba
 from mgsparse.run.build import build_model, build_optimizer
 from mgsparse.run.checkpoint import metrics_dict, output_dir, read_metrics, write_outputs
 from mgsparse.run.evaluate import SavedRunScores, evaluate_saved
-from mgsparse.run.graph_task import GraphTask, load_graph
 from mgsparse.run.kinds import make_task
 from mgsparse.run.loop import (
     EpochRow,
@@ -22,13 +21,15 @@ from mgsparse.run.loop import (
     train_epoch,
 )
 from mgsparse.run.monitor import EpochMemory, MemoryReport
-from mgsparse.run.points import PointTask
+from mgsparse.run.placed import PlacedGraph, load_graph
 from mgsparse.run.task import Scores, Task
+from mgsparse.run.tasks.nodes import GraphTask
+from mgsparse.run.tasks.points import PointTask
 
 __all__ = [
-    "EpochRow", "EpochStats", "GraphTask", "PointTask", "EpochMemory", "MemoryReport", "RunResult",
-    "SavedRunScores", "Scores", "Summary", "Task", "TrainResult", "build_model",
-    "build_optimizer", "evaluate_saved", "first_step_loss", "fit", "load_graph", "make_task",
-    "measure_memory", "metrics_dict", "output_dir", "read_metrics", "train_epoch",
+    "EpochMemory", "EpochRow", "EpochStats", "GraphTask", "MemoryReport", "PlacedGraph",
+    "PointTask", "RunResult", "SavedRunScores", "Scores", "Summary", "Task", "TrainResult",
+    "build_model", "build_optimizer", "evaluate_saved", "first_step_loss", "fit", "load_graph",
+    "make_task", "measure_memory", "metrics_dict", "output_dir", "read_metrics", "train_epoch",
     "write_outputs",
 ]

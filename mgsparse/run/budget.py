@@ -1,11 +1,16 @@
 """The memory budget: operands placed within it before training, the sparse fallback during it.
 
-Before training, a dense placement is refused for an operand whose dense step would pass 80%
-of the budget (it is kept sparse, and the run says why), and a run whose all-sparse step is
-estimated above the budget stops before its first epoch. During training, a traced epoch
-whose peak passes 80% of the budget turns the largest dense operand sparse from the next
-epoch on (same values: the loss curve continues, the optimizer state is untouched); with
-nothing dense left, a peak above the budget ends the run cleanly.
+The budget is computed once per run (`make_task`: "auto" is half the memory available then)
+and held by the task for placement and training alike. Its one rule (`dense_over_budget`): past
+80% of the budget, dense operands turn sparse. Before training it runs once, on the placed
+operands (a dense array larger than the whole budget was never built: `run.placed.place`):
+the largest dense operand turns sparse while the estimated step passes it, and a run whose
+all-sparse step is estimated above the budget stops before its first epoch. During training, a traced epoch whose peak passes it
+turns the largest dense operand sparse from the next epoch on (same values: the loss curve
+continues, the optimizer state is untouched); with nothing dense left, a peak above the
+budget ends the run cleanly. The rule talks to the task's placed data (`task.placed`, a
+`run.placed.PlacedGraph`: its operands, `dense_operands`, `make_sparse`), never to the task's
+own fields.
 
 The estimate of a step (`estimate_step_bytes`) is built from what the engine reports, one
 forward pass of a throwaway model on the candidate placement:
@@ -69,6 +74,12 @@ def mb(num_bytes: float) -> str:
     return f"{num_bytes / MB:,.1f} MB"
 
 
+def dense_over_budget(num_bytes: float, budget: int | None) -> bool:
+    """The 80% rule, written once: `num_bytes` (a dense array, an estimated step, a traced
+    peak) passes `FALLBACK_FRACTION` of the budget, so dense operands should turn sparse."""
+    return budget is not None and num_bytes > FALLBACK_FRACTION * budget
+
+
 @dataclass
 class BudgetEvent:
     """What the budget rule did: before training (epoch 0, estimated MB) or after a traced
@@ -87,11 +98,12 @@ class BudgetEvent:
 
 
 def estimate_step_bytes(task: Any, config: Config) -> int:
-    """A training step's peak on the task's current placement (see the module docstring)."""
+    """A training step's peak on the task's current placement (`task.placed`, see the module
+    docstring): one throwaway model, one first loss."""
     seed = config.train.seed
     model = task.build_model(np.random.default_rng(seed))
     loss = task.first_loss(model, seed)
-    operands = list(task.operands().values())
+    operands = list(task.placed.operands().values())
     saved = [a for ctx in graph_contexts(loss) for a in (ctx.saved_tensors or ())]
     held = held_nbytes(*operands)
     saved_ids = {id(a) for a in saved}  # a sparse operand the step reads saved its values
@@ -105,13 +117,14 @@ def estimate_step_bytes(task: Any, config: Config) -> int:
 def fit_within_budget(task: Any, config: Config, budget: int | None) -> list[BudgetEvent]:
     """Place the task's operands so that the estimated step stays within 80% of `budget`:
     the largest dense operand turns sparse while it does not; stop if all-sparse is over.
-    Returns what it changed, as events of epoch 0."""
+    Returns what it changed, as events of epoch 0. Run once per task, by `make_task`."""
     events: list[BudgetEvent] = []
+    placed = task.placed
     estimate = estimate_step_bytes(task, config)
-    while budget is not None and estimate > FALLBACK_FRACTION * budget and task.dense_operands():
-        name = task.dense_operands()[0]
-        task.make_sparse(name, f"sparse (dense would need {mb(estimate)} of a {mb(budget)} "
-                               f"budget)")
+    while dense_over_budget(estimate, budget) and placed.dense_operands():
+        name = placed.dense_operands()[0]
+        placed.make_sparse(name, f"sparse (dense would need {mb(estimate)} of a {mb(budget)} "
+                                 f"budget)")
         before, estimate = estimate, estimate_step_bytes(task, config)
         events.append(BudgetEvent(0, name, before / MB, estimate / MB, before / MB,
                                   budget / MB, f"{name} kept sparse: dense would need "
@@ -127,18 +140,20 @@ def fit_within_budget(task: Any, config: Config, budget: int | None) -> list[Bud
 # ---------------------------------------------------------------- during training
 
 
-def check_epoch(task: Any, epoch: int, peak_mb: float, budget: int | None) -> BudgetEvent | None:
-    """Apply the 80% rule to one traced epoch's peak (held + transient, in MB)."""
-    if budget is None or peak_mb * MB <= FALLBACK_FRACTION * budget:
+def check_epoch(placed: Any, epoch: int, peak_mb: float,
+                budget: int | None) -> BudgetEvent | None:
+    """Apply the 80% rule to one traced epoch's peak (held + transient, in MB): the largest
+    dense operand of the placed graph turns sparse."""
+    if budget is None or not dense_over_budget(peak_mb * MB, budget):
         return None
     budget_mb = budget / MB
-    dense = task.dense_operands()
+    dense = placed.dense_operands()
     if dense:
         name = dense[0]
-        before = held_nbytes(task.operands()[name])
-        task.make_sparse(name, f"sparse (fell back at epoch {epoch}: peak {peak_mb:,.1f} MB of "
-                               f"a {budget_mb:,.1f} MB budget)")
-        after = held_nbytes(task.operands()[name])
+        before = held_nbytes(placed.operands()[name])
+        placed.make_sparse(name, f"sparse (fell back at epoch {epoch}: peak {peak_mb:,.1f} MB "
+                                 f"of a {budget_mb:,.1f} MB budget)")
+        after = held_nbytes(placed.operands()[name])
         return BudgetEvent(epoch, name, before / MB, after / MB, peak_mb, budget_mb,
                            f"peak {peak_mb:,.1f} MB passed 80% of the {budget_mb:,.1f} MB "
                            f"budget: {name} now sparse ({mb(before)} -> {mb(after)})")

@@ -6,6 +6,8 @@ catalog's facts: adding a model is a catalog row and its class in `mgsparse.nn`.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 import mgsparse.nn
@@ -16,9 +18,10 @@ from mgsparse.optim import SGD, Adam, AdamW, Optimizer
 
 
 def build_model(m: ModelConfig, num_features: int, num_outputs: int, rng: np.random.Generator,
-                edge_index: np.ndarray | None = None) -> Module:
-    """The model `m` describes, with `num_outputs` logits. `edge_index` is read only by a GCN
-    that learns its edge weights (it rebuilds Â from them every step); every other model is
+                edge_index: np.ndarray | None = None, dtype: Any = np.float32) -> Module:
+    """The model `m` describes, with `num_outputs` logits and parameters of `dtype` (the
+    task's: a float64 task steps a float64 model). `edge_index` is read only by a GCN that
+    learns its edge weights (it rebuilds Â from them every step); every other model is
     handed its graph operand at call time, by the task."""
     facts = MODELS[m.kind]
     options = {key: getattr(m, key) for key in facts.options}
@@ -26,7 +29,7 @@ def build_model(m: ModelConfig, num_features: int, num_outputs: int, rng: np.ran
         options["edge_index"] = edge_index
     cls = getattr(mgsparse.nn, facts.builder)
     model = cls(num_features, m.hidden, num_outputs, layers=m.layers, dropout=m.dropout,
-                activation=m.activation, rng=rng, **options)
+                activation=m.activation, rng=rng, dtype=dtype, **options)
     model.keyed_masks = m.keyed_dropout  # hashed masks: what a partitioned run draws
     return model
 

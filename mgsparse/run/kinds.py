@@ -1,37 +1,34 @@
-"""The kinds of run, and the one place that chooses between them for a config."""
+"""The kinds of run (`mgsparse.run.tasks`), and the one place that chooses between them."""
 
 from __future__ import annotations
-
-from pathlib import Path
-from typing import Any
 
 from mgsparse.catalog import is_points
 from mgsparse.config import Config
 from mgsparse.run.budget import budget_bytes, fit_within_budget
-from mgsparse.run.graph_task import GraphTask, load_graph
-from mgsparse.run.points import PointTask
+from mgsparse.run.placed import load_graph
 from mgsparse.run.task import Progress, Task
+from mgsparse.run.tasks.nodes import GraphTask
+from mgsparse.run.tasks.points import PointTask
+from mgsparse.run.tasks.sampled import SampledGraphTask
 from mgsparse.sparse import set_num_threads
 
 
-def make_task(config: Config, progress: Progress | None = None,
-              partitions: str | Path | None = None, comm: Any = None) -> Task:
+def make_task(config: Config, progress: Progress | None = None) -> Task:
     """The task `config` asks for, its operands placed within the memory budget: point clouds
-    train an MLP on mini-batches, graphs train full-batch on the whole graph, or one part of
-    it per MPI rank when `partitions` names the folder `mgsparse partition` wrote."""
-    set_num_threads(config.sparse.threads)  # kernels' pool; BLAS kept to one thread
-    if partitions is not None:
-        from mgsparse.run.distributed_task import DistributedGraphTask  # needs mpi4py
+    train an MLP on mini-batches, graphs train on the whole graph (or the receptive fields of
+    the rows they read), or on sampled mini-batches with `train.batch_size`. A partitioned run
+    over MPI makes its own task on each rank (`tasks.partitioned.fit_partitioned`).
 
-        return DistributedGraphTask(config, partitions, comm)
+    The budget is computed here once ("auto" reads the memory available now) and is the one
+    both the placement before training and the 80% rule during it hold the run to."""
+    set_num_threads(config.sparse.threads)  # kernels' pool; BLAS kept to one thread
     budget = budget_bytes(config.monitor)
     if is_points(config.dataset.name):
         task: Task = PointTask(config)
     elif config.train.batch_size is not None:  # a graph model on sampled mini-batches
-        from mgsparse.run.sampled_task import SampledGraphTask
-
         task = SampledGraphTask(config, load_graph(config.dataset, progress), budget=budget)
     else:
         task = GraphTask(config, load_graph(config.dataset, progress), budget=budget)
+    task.budget = budget
     task.budget_events = tuple(fit_within_budget(task, config, budget))
     return task

@@ -250,7 +250,7 @@ def _epochs(config: Config, task: Task, model: Module, optimizer: Optimizer, run
         stats = EpochStats(epoch, (t1 - t0) * 1e3, (time.perf_counter() - t0) * 1e3, held, peak,
                            **task.epoch_figures())
         alarms = _alarms(config, grad_norm)
-        event = check_epoch(task, epoch, peak, budget) if traced else None
+        event = check_epoch(task.placed, epoch, peak, budget) if traced else None
         if event is not None:
             alarms.append(event.message)
             run.events.append(dataclasses.asdict(event))

@@ -7,7 +7,9 @@ The loop (`mgsparse.run.loop`) knows nothing of graphs or point clouds. It asks 
   the forward and returns the loss to differentiate and how many targets it averages over
   (one batch per epoch for full-batch graph training, one per mini-batch otherwise);
 - ``evaluate(model)``: the scores its ``metrics`` declare (`Scores`: column -> value);
-- ``restore(state)``: the model of a finished run, from its saved parameters.
+- ``restore(state)``: the model of a finished run, from its saved parameters;
+- ``placed``: the data it holds (`mgsparse.run.placed.PlacedGraph`), whose operands, placement
+  and densities the run reports and whose dense -> sparse switch the memory budget pulls.
 
 A task declares what it scores in ``metrics`` (a `TaskMetrics` of `Metric` columns named
 ``<split>_<metric>``: val_loss, test_acc, val_auc, ...) and which column picks the best
@@ -17,8 +19,7 @@ default, `ACCURACY_METRICS`, is classification's: validation loss picks the best
 accuracy on each split is the result.
 
 `mgsparse.run.kinds.make_task(config)` is the one place that decides which kind of run a
-config asks for. A new kind of run (neighbour-sampled mini-batches, partitions over MPI) is a
-new Task there, never a new loop.
+config asks for. A new kind of run is a new Task in `mgsparse.run.tasks`, never a new loop.
 """
 
 from __future__ import annotations
@@ -192,8 +193,8 @@ class Task(ABC):
     """One kind of run on one dataset, loaded and placed once for all its runs."""
 
     config: Config
-    placement: dict[str, str]  # operand -> how it is stored and why
-    densities: dict[str, float]  # operand -> stored entries / (rows·cols), 1.0 when dense
+    placed: Any  # the data as the run holds it: a `mgsparse.run.placed.PlacedGraph`
+    budget: int | None = None  # bytes, computed once per run by `make_task`
     estimate_bytes: int = 0  # a training step's estimated peak, set by the budget placement
     budget_events: tuple = ()  # what the placement changed to fit the budget (BudgetEvents)
     metrics: TaskMetrics = ACCURACY_METRICS  # what `evaluate` returns; which column selects
@@ -211,17 +212,19 @@ class Task(ABC):
         """Scores of `model` on the task's splits, without building a graph: exactly the
         columns of `metrics`, built with ``self.metrics.scores(column=value, ...)``."""
 
+    @property
+    def placement(self) -> dict[str, str]:
+        """Operand -> how it is stored and why (the placed data's)."""
+        return self.placed.placement
+
+    @property
+    def densities(self) -> dict[str, float]:
+        """Operand -> stored entries / (rows·cols), 1.0 when dense."""
+        return self.placed.densities
+
     def operands(self) -> dict[str, Any]:
         """The data every step reads, by name (features, adjacency): what the run holds."""
-        return {}
-
-    def dense_operands(self) -> list[str]:
-        """Names of the operands stored dense that could be stored sparse, largest first."""
-        return []
-
-    def make_sparse(self, name: str, reason: str) -> None:
-        """Store operand `name` sparse from now on (same values); `reason` joins the placement."""
-        raise NotImplementedError(f"{type(self).__name__} has no sparse form of {name}")
+        return self.placed.operands()
 
     # A task may collect across processes (a partitioned run) or bound its own memory: the
     # loop asks these two, whose defaults are a single process under the config's budget.
@@ -233,9 +236,9 @@ class Task(ABC):
         return {}
 
     def memory_budget(self) -> int | None:
-        """Bytes the 80% rule of `mgsparse.run.budget` holds each traced epoch to."""
-        from mgsparse.run.budget import budget_bytes
-        return budget_bytes(self.config.monitor)
+        """Bytes the 80% rule of `mgsparse.run.budget` holds each traced epoch to: the budget
+        the operands were placed under (`make_task` computes it once; None: no limit)."""
+        return self.budget
 
     def restore(self, state: dict[str, np.ndarray]) -> Module:
         """The model of a finished run, from its saved parameters, in eval mode."""

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from mgsparse.config import load_config
 from mgsparse.distributed import Comm, StopSignals, abort_on_error
-from mgsparse.run.distributed_task import DistributedGraphTask
 from mgsparse.run.loop import fit
+from mgsparse.run.tasks.partitioned import DistributedGraphTask
 
 
 def main() -> None:

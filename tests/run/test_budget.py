@@ -74,15 +74,16 @@ def test_a_budget_too_small_even_all_sparse_is_an_error(karate_task):
 
 
 def test_after_an_epoch_the_80_percent_rule_falls_back_to_sparse(karate_task):
-    assert check_epoch(karate_task, 5, 0.79, 1 * MB) is None
-    assert check_epoch(karate_task, 5, 100.0, None) is None
-    event = check_epoch(karate_task, 5, 0.9, 1 * MB)
+    placed = karate_task.placed  # the rule talks to the placed graph, not the task
+    assert check_epoch(placed, 5, 0.79, 1 * MB) is None
+    assert check_epoch(placed, 5, 100.0, None) is None
+    event = check_epoch(placed, 5, 0.9, 1 * MB)
     assert (event.epoch, event.operand, event.peak_mb, event.budget_mb) == (5, "adjacency",
                                                                               0.9, 1.0)
     assert isinstance(karate_task.operand, SparseTensor)
     assert "fell back at epoch 5" in karate_task.placement["adjacency"]
-    assert check_epoch(karate_task, 6, 0.9, 1 * MB) is None  # nothing dense left, within it
-    over = check_epoch(karate_task, 7, 1.5, 1 * MB)
+    assert check_epoch(placed, 6, 0.9, 1 * MB) is None  # nothing dense left, within it
+    over = check_epoch(placed, 7, 1.5, 1 * MB)
     assert over.operand is None and "the run stops" in over.message
 
 
@@ -101,7 +102,7 @@ def fit_with_peaks(monkeypatch, peaks_mb):
                                "train": {"epochs": 40, "patience": None},
                                "monitor": {"memory_budget_mb": 1, "log_every": 10}})
     task = make_task(config)
-    order = task.dense_operands()  # largest first: the order the rule turns them sparse
+    order = task.placed.dense_operands()  # largest first: the order the rule turns them sparse
     assert sorted(order) == ["adjacency", "features"]
     return task, fit(config, task), order
 
@@ -111,7 +112,7 @@ def test_the_loop_falls_back_when_a_traced_peak_passes_80_percent(monkeypatch):
     (run,) = result.runs
     assert run.status == "completed" and len(run.rows) == 40  # the run goes on
     assert [(e["epoch"], e["operand"], e["peak_mb"]) for e in run.events] == [(2, first, 0.9)]
-    assert isinstance(task.operands()[first], SparseTensor) and task.dense_operands() == [second]
+    assert isinstance(task.operands()[first], SparseTensor) and task.placed.dense_operands() == [second]
     assert "fell back at epoch 2" in result.placement[first]
 
 
@@ -121,3 +122,18 @@ def test_over_the_budget_with_nothing_dense_left_the_run_stops_keeping_its_best(
     assert [e["operand"] for e in run.events] == [*order, None]
     assert run.status == "over_budget" and len(run.rows) == 40 and run.state
     assert result.failed and result.summary().status == "over_budget"
+
+
+def test_the_auto_budget_is_computed_once_and_held_for_the_whole_run(monkeypatch):
+    """Placement and the traced epochs see one budget: the memory available when the task was
+    made, not a second reading taken after the data was loaded."""
+    readings = iter([3000 * MB, 10 * MB])  # a second reading would be a far smaller budget
+    calls = []
+    monkeypatch.setattr(budget_module, "available_memory_bytes",
+                        lambda: calls.append(1) or next(readings))
+    config = make_config(monitor={"memory_budget_mb": "auto", "memory": True, "log_every": 1},
+                         train={"epochs": 4})
+    task = make_task(config)
+    assert task.memory_budget() == 1500 * MB
+    result = fit(config, task)
+    assert len(calls) == 1 and result.runs[0].events == []  # 80% of 1,500 MB never reached

@@ -9,7 +9,7 @@ import pytest
 from mgsparse.config import config_from_dict
 from mgsparse.errors import ConfigError
 from mgsparse.run import GraphTask, make_task
-from mgsparse.run.graph_task import load_graph
+from mgsparse.run.placed import load_graph
 from mgsparse.run.task import shuffle_generator
 
 SBM = {"name": "synthetic", "num_nodes": 600, "num_classes": 3, "avg_degree": 4,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mgsparse.run import GraphTask, make_task
-from mgsparse.run.points import PointTask
+from mgsparse.run.tasks.points import PointTask
 from mgsparse.sparse import SparseTensor
 from tests.conftest import make_config, moons_config
 

@@ -9,6 +9,7 @@ import pytest
 from mgsparse.engine import Tensor
 from mgsparse.nn import Linear
 from mgsparse.nn import functional as F
+from mgsparse.run.placed import PlacedGraph
 from mgsparse.run.task import (
     ACCURACY_METRICS,
     Metric,
@@ -22,11 +23,11 @@ from mgsparse.run.task import (
 class TwoBatches(Task):
     """The smallest task: a linear model, two batches per epoch, fixed scores."""
 
-    placement, densities = {}, {}
-
     def __init__(self):
         rng = np.random.default_rng(0)
         self.X, self.y = rng.normal(size=(6, 3)).astype(np.float32), np.array([0, 1] * 3)
+        self.placed = PlacedGraph.held(self.X, None, {"features": "dense (six points)"},
+                                       {"features": 1.0})
         self.shuffles = []
 
     def build_model(self, rng):
@@ -78,11 +79,14 @@ def test_the_shuffling_stream_is_the_seeds_own():
     assert not np.array_equal(a, np.random.default_rng(0).random(4))  # not the init stream
 
 
-def test_defaults_of_a_task_without_operands():
+def test_a_task_shows_what_it_holds_and_its_budget_is_the_one_it_was_given():
     task = TwoBatches()
-    assert task.operands() == {} and task.dense_operands() == []
-    with pytest.raises(NotImplementedError, match="TwoBatches has no sparse form of features"):
-        task.make_sparse("features", "budget")
+    assert task.operands() == {"features": task.X}
+    assert task.placement == {"features": "dense (six points)"} and task.densities["features"] == 1
+    assert task.placed.dense_operands() == []  # held as given: nothing for the budget to switch
+    assert task.memory_budget() is None
+    task.budget = 123
+    assert task.memory_budget() == 123
 
 
 # ---------------------------------------------------------------- the metric declaration

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -25,6 +24,7 @@ from mgsparse.errors import ConfigError
 from mgsparse.nn import functional as F
 from mgsparse.nn.module import Module
 from mgsparse.run.build import build_model
+from mgsparse.run.placed import PlacedGraph
 from mgsparse.run.task import Batch, Scores, Task
 
 
@@ -93,16 +93,16 @@ class PointHead:
 
 
 class PointTask(Task):
-    """An MLP on a 2-D point cloud, trained on shuffled mini-batches (`train.batch_size`)."""
-
-    densities = {"features": 1.0}
+    """An MLP on a 2-D point cloud, trained on shuffled mini-batches (`train.batch_size`).
+    Its placed data is the training points, held dense: no graph, no sparse form."""
 
     def __init__(self, config: Config):
         self.config, self.name = config, config.dataset.name
         self.data = load_points(config.dataset)
         num_classes = DATASETS[self.name].num_classes or config.dataset.num_classes
         self.head = PointHead(config.model.head, config.train.loss, num_classes)
-        self.placement = {"features": "dense (point cloud)"}
+        self.placed = PlacedGraph.held(self.data.X_train, None,
+                                       {"features": "dense (point cloud)"}, {"features": 1.0})
 
     def build_model(self, rng: np.random.Generator) -> Module:
         return build_model(self.config.model, 2, self.head.num_outputs, rng)
@@ -131,6 +131,3 @@ class PointTask(Task):
         model.eval()
         with no_grad():
             return self.head.predict(model(Tensor(np.asarray(X, dtype=np.float32))).data)
-
-    def operands(self) -> dict[str, Any]:
-        return {"features": self.data.X_train}

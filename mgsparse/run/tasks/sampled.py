@@ -1,4 +1,4 @@
-"""Mini-batch graph training with neighbour sampling (`SampledGraphTask`).
+"""Node classification on neighbour-sampled mini-batches (`SampledGraphTask`).
 
 Each step takes `train.batch_size` training nodes (fewer when `sampler.max_batch_nnz` cuts a
 batch), samples up to `sampler.fanouts[l]` in-neighbours per node for each layer (input layer
@@ -6,7 +6,8 @@ first, GraphSAGE's S1, S2), and runs the model's layers on the sampled bipartite
 step's memory follows the batch, not the graph. Validation and test scores come from exact
 layer-wise inference over the whole graph (chunks of `sampler.eval_chunk_size` rows), so they
 do not depend on sampling. The run's own generator draws the batch order and the samples:
-the same seed gives bitwise the same batches.
+the same seed gives bitwise the same batches. There is no whole-graph operand: every batch
+builds its blocks' own (Â rows, means, attention patterns) through each layer's `on_block`.
 """
 
 from __future__ import annotations
@@ -20,35 +21,32 @@ from mgsparse.config import Config
 from mgsparse.data import Graph
 from mgsparse.data.sampler import NeighborLoader, NeighborSampler, SampledBatch
 from mgsparse.engine import Tensor
+from mgsparse.errors import ConfigError
 from mgsparse.nn import functional as F
-from mgsparse.nn.block import forward_blocks, gather_rows, layerwise_inference
+from mgsparse.nn.block import block_support, forward_blocks, gather_rows, layerwise_inference
 from mgsparse.nn.module import Module
-from mgsparse.run.graph_task import GraphTask
 from mgsparse.run.task import Batch
+from mgsparse.run.tasks.nodes import NodeTask
 
 
-class SampledGraphTask(GraphTask):
-    """A `GraphTask` whose epoch is a pass of sampled mini-batches over the training nodes."""
+class SampledGraphTask(NodeTask):
+    """Node classification whose epoch is a pass of sampled mini-batches over the training
+    nodes; a model whose layers have no block form is refused here, before any step."""
 
     def __init__(self, config: Config, graph: Graph, dtype: Any = np.float32,
                  budget: int | None = None):
         super().__init__(config, graph, dtype, budget)
-        s = config.sampler
-        self.sampler = NeighborSampler(self.edge_index, graph.num_nodes, s.fanouts)
-        self.loader = NeighborLoader(self.sampler, self.train_idx, config.train.batch_size,
-                                     shuffle=True, max_batch_nnz=s.max_batch_nnz)
+        s, size = config.sampler, config.train.batch_size
+        why = block_support(self.build_model(np.random.default_rng(0)))  # one probe model
+        if why is not None:
+            raise ConfigError(f"train.batch_size: {size} samples blocks, but {why}; set "
+                              "train.batch_size: null to train on the whole graph")
+        self.placed.defer_operand(f"sampled blocks, fanouts {list(s.fanouts)}, {size} "
+                                  "targets a batch", operand=None)
+        self.sampler = NeighborSampler(self.edge_index, self.num_nodes, s.fanouts)
+        self.loader = NeighborLoader(self.sampler, self.train_idx, size, shuffle=True,
+                                     max_batch_nnz=s.max_batch_nnz)
         self._figures = np.zeros(3)  # batches, block entries, sampled nodes of the last epoch
-
-    def _graph_operand(self, num_nodes: int, threshold: float, dtype: Any) -> Any:
-        """No whole-graph operand: every batch builds its blocks' own (Â rows, means, ...)."""
-        self.densities["adjacency"] = self.edge_index.shape[1] / max(num_nodes, 1) ** 2
-        fanouts, size = list(self.config.sampler.fanouts), self.config.train.batch_size
-        self.placement["adjacency"] = f"sampled blocks, fanouts {fanouts}, {size} targets a batch"
-        return None
-
-    def _build_field(self, rows: np.ndarray) -> None:
-        """None: training samples its blocks, and evaluation runs layer-wise in chunks so that
-        its memory stays bounded however many rows are scored."""
 
     def batches(self, model: Module, shuffle: np.random.Generator) -> Iterator[Batch]:
         self._figures[:] = 0
@@ -62,6 +60,7 @@ class SampledGraphTask(GraphTask):
         return F.cross_entropy(logits, self.y[batch.seeds]), len(batch.seeds)
 
     def logits(self, model: Module) -> Tensor:
+        """Exact whole-graph logits, layer by layer over chunks of rows (bounded memory)."""
         return layerwise_inference(model, self.features, self.sampler,
                                    self.config.sampler.eval_chunk_size)
 
@@ -74,6 +73,3 @@ class SampledGraphTask(GraphTask):
 
     def embedding(self, model: Module) -> None:
         return None  # the hidden layer of a sampled run is not drawn (layer-wise only)
-
-    def operands(self) -> dict[str, Any]:
-        return {"features": self.features}

@@ -7,9 +7,9 @@ import pytest
 
 from mgsparse.config import config_from_dict
 from mgsparse.run import GraphTask, make_task
-from mgsparse.run.graph_task import load_graph
-from mgsparse.run.sampled_task import SampledGraphTask
+from mgsparse.run.placed import load_graph
 from mgsparse.run.task import shuffle_generator
+from mgsparse.run.tasks.sampled import SampledGraphTask
 
 
 def configs(kind: str, **sampled):
@@ -62,3 +62,14 @@ def test_the_same_seed_gives_the_same_batches():
     first = [float(b()[0].data) for b in task.batches(model, shuffle_generator(7))]
     again = [float(b()[0].data) for b in task.batches(model, shuffle_generator(7))]
     assert len(first) == 2 and first == again
+
+
+@pytest.mark.parametrize("kind", ["gcn", "sage", "gat"])
+def test_a_subclass_of_each_layer_trains_on_sampled_blocks(subclassed_layers, kind):
+    subclassed_layers()
+    _, config = configs(kind, batch_size=1, fanouts=[2, 2])
+    task = make_task(config)
+    model = task.build_model(np.random.default_rng(0))
+    assert type(model.convs[0]).__name__.startswith("My")
+    losses = [float(b()[0].data) for b in task.batches(model, shuffle_generator(0))]
+    assert len(losses) == 2 and np.all(np.isfinite(losses))

@@ -11,7 +11,7 @@ import pytest
 from mgsparse.engine import Tensor
 from mgsparse.errors import ConfigError
 from mgsparse.run import Scores
-from mgsparse.run.points import PointHead, PointSplits, PointTask, load_points
+from mgsparse.run.tasks.points import PointHead, PointSplits, PointTask, load_points
 from tests.conftest import moons_config
 
 # ---------------------------------------------------------------- data

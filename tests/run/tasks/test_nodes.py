@@ -1,24 +1,21 @@
 """`GraphTask`: full-batch node classification. Each model gets the operand it reads (Â for a
 GCN, the edge list for GAT and GraphSAGE, nothing for an MLP); operands are placed sparse or
-dense by their density."""
+dense by their density; the task's dtype is its model's."""
 
 from __future__ import annotations
-
-import sys
 
 import numpy as np
 import pytest
 
 from mgsparse.data import karate_club, sbm
 from mgsparse.engine import Tensor
+from mgsparse.errors import ConfigError
 from mgsparse.nn import functional as F
 from mgsparse.nn.gcn import normalized_adjacency
-from mgsparse.run import GraphTask, Scores
+from mgsparse.run import GraphTask, Scores, fit, make_task
+from mgsparse.run import placed as placed_module  # where the whole graph's Â is built
 from mgsparse.sparse import SparseTensor
 from tests.conftest import make_config
-
-graph_task = sys.modules[GraphTask.__module__]  # where GraphTask, `place` and its Â live
-place = graph_task.place
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +29,7 @@ def no_norm_adj(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("Â was built for a model that does not read it")
 
-    monkeypatch.setattr(graph_task, "normalized_adjacency", refuse)
+    monkeypatch.setattr(placed_module, "normalized_adjacency", refuse)
 
 
 # ---------------------------------------------------------------- the operand each model reads
@@ -82,19 +79,6 @@ def test_a_gcn_that_learns_edge_weights_builds_no_fixed_norm_adj(karate, no_norm
 # ---------------------------------------------------------------- placement
 
 
-def test_place_keeps_sparse_at_or_below_the_threshold():
-    import scipy.sparse as sp
-
-    m = sp.csr_matrix(np.diag([1.0, 2.0, 0.0, 4.0]))  # density 3/16
-    sparse, why = place(m, 0.1875, np.float32)
-    assert isinstance(sparse, SparseTensor) and sparse.dtype == np.float32
-    assert why == "sparse (density 0.188 <= threshold 0.1875)"
-    dense, why = place(m, 0.1, np.float64)
-    assert isinstance(dense, Tensor) and dense.data.dtype == np.float64
-    np.testing.assert_array_equal(dense.data, m.toarray())
-    assert why == "dense (density 0.188 > threshold 0.1)"
-
-
 def test_sparse_and_dense_paths_give_the_same_loss_and_gradients():
     graph = sbm(num_nodes=60, num_classes=3, avg_degree=4, homophily=0.8, num_features=12,
                 seed=3)
@@ -105,9 +89,7 @@ def test_sparse_and_dense_paths_give_the_same_loss_and_gradients():
         task = GraphTask(config, graph, dtype=np.float64)
         want = SparseTensor if threshold == 1.0 else Tensor
         assert isinstance(task.operand, want) and isinstance(task.features, want)
-        model = task.build_model(np.random.default_rng(0))
-        for p in model.parameters():  # float64 for an exact comparison
-            p.data = p.data.astype(np.float64)
+        model = task.build_model(np.random.default_rng(0))  # float64, as the task
         (batch,) = list(task.batches(model, np.random.default_rng(0)))
         loss, count = batch()
         assert count == len(task.train_idx)
@@ -117,6 +99,19 @@ def test_sparse_and_dense_paths_give_the_same_loss_and_gradients():
     assert loss_s == pytest.approx(loss_d, rel=1e-12)
     for a, b in zip(g_s, g_d):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_a_float64_task_builds_a_float64_model_that_steps(karate):
+    """The task's dtype reaches its parameters: the first step does not mix dtypes."""
+    for kind in ("gcn", "sage", "gat", "mlp"):
+        task = GraphTask(make_config(model={"kind": kind}), karate, dtype=np.float64)
+        model = task.build_model(np.random.default_rng(0))
+        assert {p.data.dtype for p in model.parameters()} == {np.dtype(np.float64)}, kind
+        (batch,) = list(task.batches(model, np.random.default_rng(0)))
+        loss, _ = batch()
+        loss.backward()
+        assert loss.data.dtype == np.float64 and np.isfinite(float(loss.data)), kind
+        assert all(p.grad.dtype == np.float64 for p in model.parameters()), kind
 
 
 # ---------------------------------------------------------------- one epoch, scores, restore
@@ -165,3 +160,53 @@ def test_first_loss_is_the_first_training_step_with_its_graph(karate):
     loss = task.first_loss(model, seed=0)
     assert loss.shape == () and loss.requires_grad and loss._ctx is not None
     assert model.training
+
+
+# ---------------------------------------------------------------- layers decide the block form
+
+SBM = {"num_nodes": 1000, "split": "random", "num_val": 100, "num_test": 200}  # 80 train rows
+
+
+@pytest.mark.parametrize(("kind", "layer"), [("gcn", "MyGCNConv"), ("sage", "MySAGEConv"),
+                                             ("gat", "MyGATConv")])
+def test_a_subclass_of_each_layer_trains_on_its_receptive_field(subclassed_layers, kind,
+                                                                 layer):
+    subclassed_layers()
+    config = make_config("synthetic", dataset=SBM, model={"kind": kind}, train={"epochs": 30})
+    task = make_task(config)
+    assert len(task.train_idx) < task.num_nodes / 2
+    assert {type(c).__name__ for c in task.build_model(np.random.default_rng(0)).convs} == {
+        layer}
+    assert task.placement["training rows"].startswith("receptive field: 80 <- ")
+    assert task.placement["scored rows"].startswith("receptive field: 380 <- ")
+    assert "receptive field" not in task.placement  # no reason to fall back
+    (run,) = fit(config, task).runs
+    assert len(run.rows) == 30 and all(np.isfinite(r.loss) for r in run.rows)
+    assert run.test_acc > 0.25 + 0.2  # 4 balanced classes: chance is 0.25
+
+
+def test_a_layer_without_a_block_form_trains_on_the_whole_graph_under_auto(subclassed_layers):
+    subclassed_layers(block_form=False)
+    config = make_config("synthetic", dataset=SBM, model={"kind": "sage"}, train={"epochs": 2})
+    task = make_task(config)
+    assert task.placement["receptive field"] == (
+        "not used: MySAGEConv has no block form (an on_block method) (the whole graph instead)")
+    assert "training rows" not in task.placement and "scored rows" not in task.placement
+    assert task.placement["adjacency"] == f"edge list ({task.edge_index.shape[1]:,} edges)"
+    (run,) = fit(config, task).runs
+    assert len(run.rows) == 2 and np.isfinite(run.rows[-1].loss)
+
+
+@pytest.mark.parametrize(("train", "setting"), [
+    ({"receptive_field": True}, "set train.receptive_field: false to train on the whole graph"),
+    ({"batch_size": 16}, "set train.batch_size: null to train on the whole graph"),
+])
+def test_a_layer_without_a_block_form_asked_to_run_on_blocks_is_one_config_error(
+        subclassed_layers, train, setting):
+    subclassed_layers(block_form=False)
+    config = make_config("synthetic", dataset=SBM, model={"kind": "sage"}, train=train)
+    with pytest.raises(ConfigError) as caught:
+        make_task(config)  # while the task is made: no step has run
+    message = str(caught.value)
+    assert "\n" not in message and message.endswith(setting)
+    assert "MySAGEConv has no block form (an on_block method)" in message

@@ -6,7 +6,8 @@ the ranks between backward and clipping, and `evaluate` reduces the counts, so e
 takes the same step, holds the same parameters and sees the same figures (early stopping
 and divergence take the same branch everywhere). Dropout masks are keyed by global node id
 (`model.keyed_dropout` forced on), so K ranks draw the masks of one process that sets it.
-The memory budget's fallback is off: it would change one rank's operands and not another's.
+The memory budget's fallback is off (no budget; the placed part is held as loaded): it would
+change one rank's operands and not another's.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from mgsparse.errors import ConfigError
 from mgsparse.nn.module import Module
 from mgsparse.run.build import build_model
 from mgsparse.run.monitor import nnz_ratio
+from mgsparse.run.placed import PlacedGraph
 from mgsparse.run.task import Batch, Scores, Task
 from mgsparse.sparse import set_num_threads
 
@@ -45,10 +47,12 @@ class DistributedGraphTask(Task):
         self.problem = load_problem(partitions, comm, config.sparse.sparsity_threshold)
         self.name = config.dataset.name
         self.num_classes = self.problem.num_classes
-        self.placement = {"features": f"rank {comm.rank} of {comm.size}: its part's rows",
-                          "adjacency": "its rows of Â, halo rows exchanged every layer"}
-        self.densities = {"features": nnz_ratio(self.problem.features),
-                          "adjacency": nnz_ratio(self.problem.norm_adj.local)}
+        p = self.problem
+        self.placed = PlacedGraph.held(
+            p.features, p.norm_adj.local,
+            {"features": f"rank {comm.rank} of {comm.size}: its part's rows",
+             "adjacency": "its rows of Â, halo rows exchanged every layer"},
+            {"features": nnz_ratio(p.features), "adjacency": nnz_ratio(p.norm_adj.local)})
 
     def build_model(self, rng: np.random.Generator) -> Module:
         p = self.problem
@@ -66,12 +70,6 @@ class DistributedGraphTask(Task):
 
     def evaluate(self, model: Module) -> Scores:
         return self.metrics.scores(**evaluate(self.problem, model))
-
-    def memory_budget(self) -> int | None:
-        return None
-
-    def operands(self) -> dict[str, Any]:
-        return {"features": self.problem.features, "adjacency": self.problem.norm_adj.local}
 
 
 def fit_partitioned(config: Config, partitions: str | Path, on_epoch: Any = None,
@@ -100,7 +98,7 @@ def partition(config: Config, parts: int, out: str | Path, method: str = "metis"
     """`mgsparse partition`: the config's graph, with Â exactly as training builds it, split
     into `parts` folders under `out` (one per rank); returns the written manifest."""
     from mgsparse.distributed.train import partition_graph
-    from mgsparse.run.graph_task import load_graph
+    from mgsparse.run.placed import load_graph
 
     if parts < 1:
         raise ConfigError(f"--parts must be >= 1, got {parts}")

@@ -1,0 +1,171 @@
+"""Node classification on one placed graph: full batch, or on the receptive fields of the rows a
+loss or a score reads (`GraphTask`); `NodeTask` is what it shares with the sampled kind.
+
+The loss is cross-entropy over the training nodes; the scores are the validation loss and
+the accuracy of the argmax on each split. A full-batch epoch is one step on the whole graph.
+With `train.receptive_field` (auto: for row sets of at most half the graph), the step and the
+scores run on the blocks of the rows they read instead (run/field.py); whether the model can
+is decided by its layers (`nn.block.block_support`: each layer carries its block form), asked
+once, of one probe model, while the task is made.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from mgsparse.catalog import MODELS
+from mgsparse.config import Config, no_receptive_field
+from mgsparse.data import Graph
+from mgsparse.engine import Tensor, no_grad
+from mgsparse.errors import ConfigError
+from mgsparse.nn import functional as F
+from mgsparse.nn.block import block_support
+from mgsparse.nn.module import Module
+from mgsparse.run.build import build_model
+from mgsparse.run.field import AUTO_FRACTION, Field
+from mgsparse.run.placed import PlacedGraph
+from mgsparse.run.task import Batch, Scores, Task
+
+
+def operand_read(config: Config) -> str | None:
+    """What the model is handed: "norm_adj" (a GCN's Â), "edge_index", or None (an MLP). A
+    GCN that learns its edge weights reads the edge list and rebuilds Â every step."""
+    m = config.model
+    reads = MODELS[m.kind].operand
+    return "edge_index" if reads == "norm_adj" and m.learn_edge_weight else reads
+
+
+class NodeTask(Task):
+    """Transductive node classification: labels and splits of one graph, placed once and read
+    by every epoch of every run; subclasses say how an epoch steps and what logits are."""
+
+    def __init__(self, config: Config, graph: Graph, dtype: Any = np.float32,
+                 budget: int | None = None):
+        self.config, self.name, self.budget, self.dtype = config, graph.name, budget, dtype
+        self.placed = PlacedGraph.from_graph(graph, operand_read(config),
+                                             config.sparse.sparsity_threshold, dtype, budget)
+        self.edge_index = self.placed.edge_index
+        self.y = np.asarray(graph.y, np.int64)  # (N,), -1 = no label
+        self.train_idx = np.flatnonzero(graph.train_mask)
+        self.val_idx = np.flatnonzero(graph.val_mask)
+        self.test_idx = np.flatnonzero(graph.test_mask)
+        self.scored_idx = np.unique(np.concatenate([self.train_idx, self.val_idx,
+                                                    self.test_idx]))  # rows a score reads
+        self.num_classes = int(graph.num_classes)
+        self.splits = self.train_idx, self.val_idx, self.test_idx
+        self.train_y = self.y[self.train_idx]
+        # the same, for logits of the scored rows only: targets and positions among them
+        self._scored = (self.y[self.scored_idx],
+                        tuple(np.searchsorted(self.scored_idx, i) for i in self.splits))
+
+    @property
+    def features(self) -> Any:
+        return self.placed.features
+
+    @property
+    def operand(self) -> Any:
+        """The model's whole-graph operand (Â, the edge list or None), built on first use."""
+        return self.placed.operand
+
+    @property
+    def num_nodes(self) -> int:
+        return self.placed.num_nodes
+
+    @property
+    def num_features(self) -> int:
+        return self.placed.num_features
+
+    def build_model(self, rng: np.random.Generator) -> Module:
+        return build_model(self.config.model, self.num_features, self.num_classes, rng,
+                           edge_index=self.edge_index, dtype=self.dtype)
+
+    def logits(self, model: Module) -> Tensor:
+        """(N, num_classes) for every node: the model on the features and its operand."""
+        if self.operand is None:
+            return model(self.features)
+        return model(self.features, self.operand)
+
+    def _field(self, name: str, rows: np.ndarray) -> Field | None:
+        """The receptive field `name` of `rows`, or None: logits of the whole graph's rows."""
+        return None
+
+    def evaluate(self, model: Module) -> Scores:
+        model.eval()
+        field = self._field("scored", self.scored_idx)
+        with no_grad():
+            logits = self.logits(model) if field is None else field.logits(model)
+        y, (train, val, test) = (self.y, self.splits) if field is None else self._scored
+        val_loss = float(F.cross_entropy(logits, y, val).data)
+        pred = logits.data.argmax(axis=1)  # once for the three scores
+        return self.metrics.scores(val_loss=val_loss, train_acc=F.accuracy(pred, y, train),
+                                   val_acc=F.accuracy(pred, y, val),
+                                   test_acc=F.accuracy(pred, y, test))
+
+
+class GraphTask(NodeTask):
+    """Full-batch node classification: one step per epoch, on the whole graph or on the
+    receptive fields of the training rows and of the scored rows (see the module). When the
+    fields serve both, the whole-graph operand is built only if something asks for it (a
+    picture of the embedding, the dense-vs-sparse bench)."""
+
+    def __init__(self, config: Config, graph: Graph, dtype: Any = np.float32,
+                 budget: int | None = None):
+        super().__init__(config, graph, dtype, budget)
+        self._fields_allowed = self._may_use_fields()
+        fields = [self._field(name, rows) for name, rows in
+                  (("training", self.train_idx), ("scored", self.scored_idx))]
+        self.placed.release_sampler()
+        if any(f is None for f in fields):
+            _ = self.placed.operand  # the whole graph is read: placed now
+        else:
+            self.placed.defer_operand("built on demand (training and scores read blocks)")
+
+    def _may_use_fields(self) -> bool:
+        """Whether the setting and the model allow receptive fields. The model's layers are
+        asked once, of a probe model: a layer without a block form (`on_block`) means the
+        whole graph under `auto` (the placement says why) and a config error under `true`,
+        raised now rather than at the first step."""
+        setting, n = self.config.train.receptive_field, self.num_nodes
+        wanted = setting is True or (setting == "auto" and min(
+            len(self.train_idx), len(self.scored_idx)) <= AUTO_FRACTION * n)
+        if not wanted or no_receptive_field(self.config.model):
+            return False
+        why = block_support(self.build_model(np.random.default_rng(0)))
+        if why is not None and setting is True:
+            raise ConfigError(f"train.receptive_field: true cannot apply: {why}; set "
+                              "train.receptive_field: false to train on the whole graph")
+        if why is not None:
+            self.placement["receptive field"] = f"not used: {why} (the whole graph instead)"
+        return why is None
+
+    def _field(self, name: str, rows: np.ndarray) -> Field | None:
+        """The receptive field of `rows` when `train.receptive_field` and the model allow it
+        (run/field.py), built once for every epoch and run; None: the whole graph."""
+        if not self._fields_allowed or (self.config.train.receptive_field == "auto"
+                                        and len(rows) > AUTO_FRACTION * self.num_nodes):
+            return None
+        return self.placed.field(name, rows, self.config.model.layers)
+
+    def with_operands(self, features: Any, operand: Any) -> GraphTask:
+        """The same task on other copies of its operands (e.g. dense vs sparse)."""
+        other = copy.copy(self)
+        other.placed = self.placed.with_operands(features, operand)
+        return other
+
+    def batches(self, model: Module, shuffle: np.random.Generator) -> Iterator[Batch]:
+        field, rows = self._field("training", self.train_idx), self.train_idx
+        if field is None:
+            yield lambda: (F.cross_entropy(self.logits(model), self.y, rows), len(rows))
+        else:
+            yield lambda: (F.cross_entropy(field.logits(model), self.train_y), len(rows))
+
+    def embedding(self, model: Module) -> np.ndarray:
+        """(N, hidden): what `model`'s last layer reads for every node, in eval mode."""
+        model.eval()
+        with no_grad():
+            args = () if self.operand is None else (self.operand,)
+            return np.asarray(model.embed(self.features, *args).data)
