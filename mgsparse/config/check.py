@@ -215,6 +215,11 @@ def _check_sampling(config: Config, where: Where) -> None:
         raise ConfigError(f"{where(('train', 'batch_size'))}: train.batch_size samples blocks "
                           f"for each layer; model.kind {model.kind!r} propagates over the "
                           f"whole graph (no block form; set batch_size: null)")
+    options = [k for k in ("residual", "jk", "norm") if getattr(model, k) not in (False, "none")]
+    if options:
+        raise ConfigError(f"{where(('model', options[0]))}: model.{options[0]} is for "
+                          f"full-batch training (receptive fields included), not sampled "
+                          f"mini-batches: their layer-wise evaluation runs the plain stack")
     if model.learn_edge_weight or model.keyed_dropout:
         key = "learn_edge_weight" if model.learn_edge_weight else "keyed_dropout"
         raise ConfigError(f"{where(('model', key))}: model.{key} is for full-batch graph "

@@ -80,6 +80,9 @@ class ModelConfig:
     train_eps: bool = False  # gin: learn ε (GIN-ε) instead of the fixed 0 (GIN-0)
     head: Literal["softmax", "sigmoid"] = "softmax"  # sigmoid: point clouds only
     keyed_dropout: bool = False  # masks hashed from node ids: the masks a partitioned run draws
+    residual: bool = False  # h + layer(h) where a layer keeps the width
+    jk: Literal["none", "cat", "max", "sum"] = "none"  # jumping knowledge over every layer
+    norm: Literal["none", "batch", "layer"] = "none"  # between layers, before the activation
     k: int | None = _num(None, ge=0)  # APPNP, SGC: propagation steps (null: 10 APPNP, 2 SGC)
     alpha: float = _num(0.1, ge=0, le=1)  # APPNP teleport, GCNII initial-residual weight
     theta: float = _num(0.5, gt=0)  # GCNII: λ of the identity mapping, β_l = log(λ/l + 1)

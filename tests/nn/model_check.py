@@ -19,12 +19,13 @@ def _owner(model: Module, dotted: str) -> tuple[Module, str]:
 
 
 def model_gradcheck(model: Module, x: np.ndarray, call: Callable[[Module, Tensor], Tensor],
-                    **tolerances: float):
+                    training: bool = False, **tolerances: float):
     """gradcheck of call(model, x) w.r.t. x and every parameter: the checker's float64 copies
-    are installed as the model's parameters before each forward (eval mode: no dropout)."""
+    are installed as the model's parameters before each forward (eval mode unless `training`:
+    batch statistics; a model checked in training needs dropout 0)."""
     names = [name for name, _ in model.named_parameters()]
     params = [p for _, p in model.named_parameters()]
-    model.eval()
+    model.train(training)
 
     def f(x, *copies):
         for name, p in zip(names, copies):
