@@ -9,9 +9,13 @@ smoothing would make all rows alike); the identity mapping shrinks each weight's
 depth grows (βₗ → 0), so a 64-layer stack starts close to APPNP's propagation. The paper
 reports 85.5 % on Cora with 64 layers, hidden 64, α = 0.1, λ = 0.5, dropout 0.6.
 
-Memory: Â stays a `SparseTensor` (Cora: 13,264 stored values, never densified), and the
-mixing matrix (1 − β) I + β W is formed once per layer at (F, F), so a layer holds four
-(N, F) arrays for the backward: its input after dropout, Â H, the mixed rows and the output.
+Memory: Â stays a `SparseTensor` (Cora: 13,264 stored values, never densified, where dense
+it would be 29 MB), and the mixing matrix (1 − β) I + β W is formed once per layer at (F, F)
+instead of mixing (N, F) rows twice. What remains is the (N, F) intermediates each layer keeps
+for the backward (dropout, Â H, the two scaled terms, their sum, the product, the
+activation): on Cora with 64 layers of 64, one training step's traced peak is 315 MB and it
+takes 0.45-1 s on one loaded core (`configs/cora-gcnii.yaml`, float32, tracemalloc around
+one optimizer step).
 
 No block form: 64 layers reach the whole graph anyway (`nn.block.block_support`).
 """
