@@ -80,6 +80,13 @@ class SGC(StackedModel):
             self._cache = (x, version, norm_adj, out)  # constants only are cached
         return out
 
+    def set_propagated(self, x: Tensor | SparseTensor, adj: Any,
+                       value: Tensor | SparseTensor) -> None:
+        """Take `value` as Âᴷ x for these operands: a run layer that keeps one product for
+        every run of a series (`sgc_features(x, Â, k)`) hands it to each new model."""
+        norm_adj = self._norm_adj(adj, x.shape[0], x.dtype)
+        self._cache = (x, getattr(x, "_version", 0), norm_adj, value)
+
     def forward(self, x: Tensor | SparseTensor, adj: Any) -> Tensor:
         return self.stack(self.linears, self.propagated(x, adj))
 

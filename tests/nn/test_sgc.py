@@ -4,6 +4,7 @@ sparse features kept sparse while the product is."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from mgsparse import SparseTensor, Tensor
 from mgsparse.nn.sgc import SGC, sgc_features
@@ -64,3 +65,17 @@ def test_gradients_reach_the_weights_and_the_features(rng):
     result = model_gradcheck(model, rng.standard_normal((N, 5)), lambda m, x: m(x, EDGE_INDEX))
     assert result.passed and len(result.inputs) == 3 and result.max_abs_err < 1e-7
     assert model._cache is None
+
+
+def test_a_product_kept_by_the_run_layer_is_used_by_a_new_model(rng, monkeypatch):
+    from mgsparse.nn import sgc
+
+    x = Tensor(rng.standard_normal((N, 5)))
+    norm_adj = SparseTensor.from_dense(dense_norm_adj())
+    shared = sgc_features(x, norm_adj, 2)
+    monkeypatch.setattr(sgc, "sgc_features", lambda *a: pytest.fail("recomputed"))
+    model = SGC(5, 8, 3, rng=rng, dtype=np.float64)
+    model.set_propagated(x, norm_adj, shared)
+    lin = model.linears[0]
+    np.testing.assert_allclose(model(x, norm_adj).data,
+                               shared.data @ lin.weight.data + lin.bias.data, atol=1e-12)
