@@ -171,7 +171,8 @@ class StackedModel(Module):
             y = layer(self._dropout(x, step, i), *args)
             if i < last or self.jk is not None:
                 y = self._hidden(i, y, x)
-                outputs.append(y)
+                if self.jk is not None:
+                    outputs.append(y)
             x = y
         if self.jk is None:
             return x
