@@ -74,7 +74,7 @@ def test_plateau_in_max_mode_follows_an_accuracy():
 @pytest.mark.parametrize("name", ["step", "cosine", "plateau"])
 def test_a_resumed_schedule_continues_the_same_sequence(name):
     values = [1.0, 0.9, 0.9, 0.9, 0.9, 0.8, 0.8, 0.8, 0.8, 0.8]
-    settings = dict(step_size=3, gamma=0.5, warmup=2, patience=1, min_lr=0.01)
+    settings = {"step_size": 3, "gamma": 0.5, "warmup": 2, "patience": 1, "min_lr": 0.01}
     whole = sequence(make_schedule(name, sgd(), 10, **settings), 10, values)
     first = make_schedule(name, sgd(), 10, **settings)
     head = sequence(first, 4, values)
