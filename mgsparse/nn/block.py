@@ -132,7 +132,9 @@ def gather_rows(features: Any, ids: np.ndarray) -> Tensor | SparseTensor:
     if sp.issparse(features):
         return SparseTensor.from_scipy(sp.csr_matrix(features)[ids])
     data = features.data if isinstance(features, Tensor) else np.asarray(features)
-    return Tensor(data[ids], dtype=data.dtype)
+    # take along axis 0, not data[ids]: NumPy's fancy indexing of a 2-d array walks the
+    # rows element by element (several times slower for 64 float32 columns)
+    return Tensor(data.take(np.asarray(ids, dtype=np.intp), axis=0), dtype=data.dtype)
 
 
 def layerwise_inference(model: StackedModel, features: Any, sampler: Any,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mgsparse.engine import Tensor
+from mgsparse.engine import Tensor, parallel
 from mgsparse.errors import ShapeError
 from mgsparse.sparse import reference as ref
 from mgsparse.sparse.ops import Gather, SparseFunction
@@ -76,14 +76,43 @@ def _row_max(v: np.ndarray, s: Structure) -> np.ndarray:
     return out
 
 
+def _row_sums(v: np.ndarray, s: Structure) -> np.ndarray:
+    """Σ of each row's stored values, accumulated in float64 in stored order.
+
+    A row-sorted pattern (every attention pattern) sums each row with one `add.reduceat`
+    over its contiguous run (float64 accumulation through NumPy's buffered cast, so no
+    nnz-sized float64 array), bitwise the same as `bincount(row, weights=v)`, which it
+    replaces because that one converts the weights to an nnz-sized float64 copy first."""
+    csr = s.csr()
+    if csr.perm is not None:
+        return np.bincount(s.row, weights=v, minlength=s.shape[0])
+    out = np.zeros(s.shape[0])
+    nonempty = np.diff(csr.indptr) > 0
+    if len(v):
+        out[nonempty] = np.add.reduceat(v, csr.indptr[:-1][nonempty], dtype=np.float64)
+    return out
+
+
+def _by_row(fn, out: np.ndarray, row: np.ndarray, *arrays: np.ndarray) -> np.ndarray:
+    """out[k] = fn(per_row[row_k], arrays[k]...) for per-row float64 values, in fixed chunks of
+    entries on the thread pool: the float64 temporaries are chunk-sized, never nnz-sized, and
+    elementwise work is bitwise the same for any thread count."""
+    step = 1 << 16
+    chunks = [(a, min(a + step, len(out))) for a in range(0, len(out), step)]
+    parallel.run_blocks(lambda a, b: fn(row[a:b], out[a:b], *(x[a:b] for x in arrays)), chunks)
+    return out
+
+
 class RowSoftmax(SparseFunction):
     op_name, reference = "row_softmax", staticmethod(ref.row_softmax)
 
     @staticmethod
     def forward(ctx, v, s):
-        row, rows = s.row, s.shape[0]
+        row = s.row
         e = np.exp(v - _row_max(v, s)[row])  # ≤ 1: shifting by the row max cannot overflow
-        out = (e / np.bincount(row, weights=e, minlength=rows)[row]).astype(v.dtype, copy=False)
+        total = _row_sums(e, s)  # float64, as the division below (then rounded to v's dtype)
+        out = _by_row(lambda r, o, e_: np.divide(e_, total.take(r), out=o, casting="same_kind"),
+                      np.empty_like(e, dtype=v.dtype), row, e)
         ctx.save_for_backward(out)
         ctx.s = s
         return out
@@ -92,9 +121,11 @@ class RowSoftmax(SparseFunction):
     def vjp(ctx, g):
         """dv = s ⊙ (g − Σ_row(s ⊙ g)[row])."""
         (out,) = ctx.saved_tensors
-        row, rows = ctx.s.row, ctx.s.shape[0]
-        dot = np.bincount(row, weights=out * g, minlength=rows)[row]
-        return (out * (g - dot)).astype(out.dtype, copy=False), None
+        dot = _row_sums(out * g, ctx.s)
+
+        def chunk(r, o, s_, g_):  # in float64 as (g − dot)·s, rounded once to the output
+            np.multiply(s_, np.subtract(g_, dot.take(r)), out=o, casting="same_kind")
+        return _by_row(chunk, np.empty_like(out), ctx.s.row, out, g), None
 
 
 def row_softmax(A: SparseTensor) -> SparseTensor:

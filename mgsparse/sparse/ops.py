@@ -113,8 +113,9 @@ def sddmm_kernel(row: np.ndarray, col: np.ndarray, X: np.ndarray, Y: np.ndarray)
     out = np.empty(len(row), dtype=np.result_type(X, Y))
     step = max(_SDDMM_CHUNK // max(X.shape[1], 1), 1)
     chunks = [(s, min(s + step, len(row))) for s in range(0, len(row), step)]
-    parallel.run_blocks(lambda s, e: np.einsum("ij,ij->i", X[row[s:e]], Y[col[s:e]],
-                                               out=out[s:e]), chunks)
+    # take along axis 0: several times faster than X[idx] for narrow rows (same values)
+    parallel.run_blocks(lambda s, e: np.einsum("ij,ij->i", X.take(row[s:e], axis=0),
+                                               Y.take(col[s:e], axis=0), out=out[s:e]), chunks)
     return out
 
 
