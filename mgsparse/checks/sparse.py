@@ -165,6 +165,21 @@ def _dense_row_softmax(v, A):
     return e / (e.sum(axis=1, keepdims=True) + empty)
 
 
+def attention_inputs(rng, size):
+    """inputs (dst, src, A): per-row and per-column scores of A's pattern (no duplicates)."""
+    shape, nnz = _dims(size, False)
+    A = _template(rng, shape, nnz, duplicates=False)
+    return _leaf(rng, (shape[0],)), _leaf(rng, (shape[1],)), A
+
+
+def _dense_attention_softmax(dst, src, A):
+    logits = dst.reshape(-1, 1) + src.reshape(1, -1)  # (rows, cols); the pattern picks entries
+    onehot = np.zeros((A.shape[0] * A.shape[1], A.nnz), dtype=dst.dtype)
+    onehot[A.row * A.shape[1] + A.col, np.arange(A.nnz)] = 1
+    v = (logits.reshape(1, -1) @ Tensor(onehot)).reshape(-1).leaky_relu(0.2)
+    return _dense_row_softmax(v, A)
+
+
 def _dropout(A: SparseTensor) -> SparseTensor:
     return ops.sparse_dropout(A, DROPOUT_P, training=True, rng=dropout_rng())
 
@@ -272,4 +287,8 @@ CASES: list[Case] = [
        lambda v, A: _ST(graph.row_softmax(A.with_values(v))),
        _dense_row_softmax,
        lambda v, A: dok_dense(ref.row_softmax(v, A._structure), A)),
+    op("attention_softmax", attention_inputs,
+       lambda dst, src, A: _ST(graph.attention_softmax(A, dst, src, 0.2)),
+       _dense_attention_softmax,
+       lambda dst, src, A: dok_dense(ref.attention_softmax(dst, src, A._structure, 0.2), A)),
 ]

@@ -12,8 +12,9 @@ and the heads are concatenated (hidden layers) or averaged (output layer).
 Layout: every head lives in one block-diagonal SparseTensor of shape (H·N, H·N) whose
 entry (h·N + i, h·N + j) is α_ij of head h. Its row and column indices are exactly the
 positions of node i's and node j's scores in the head-major score vectors (H·N,), so the
-per-edge logits are two gathers at the edges — no N×N array, no loop over heads — then one
-`row_softmax` and one sparse × dense product aggregate all heads at once. The attention
+per-edge logits are two gathers at the edges — no N×N array, no loop over heads — and one
+fused `attention_softmax` (gathers, LeakyReLU, row softmax: one pass of nnz-sized arrays,
+float64 only per chunk) then one sparse × dense product aggregate all heads at once. The attention
 parameters get their gradient through the SparseTensor's values: the SDDMM of the product's
 backward, then the edge softmax's backward, then the gathers' scatter-adds.
 """
@@ -30,8 +31,7 @@ from mgsparse.nn.edges import GraphCache, check_edge_index
 from mgsparse.nn.layers import glorot_
 from mgsparse.nn.module import Module, ModuleList, Parameter
 from mgsparse.nn.stack import EdgeListModel, check_stack_options
-from mgsparse.sparse import SparseTensor, row_softmax, sparse_dropout
-from mgsparse.sparse.ops import Gather
+from mgsparse.sparse import SparseTensor, attention_softmax, sparse_dropout
 
 
 def _sorted_unique(keys: np.ndarray) -> np.ndarray:
@@ -115,8 +115,7 @@ class GATConv(Module):
         h_dst = h if h_dst is None else h_dst
         score_src = (h * self.att_src).sum(axis=-1).T.reshape(-1)  # (H·N,), entry h·N + j
         score_dst = (h_dst * self.att_dst).sum(axis=-1).T.reshape(-1)  # (H·T,)
-        logits = Gather.apply(score_dst, A.row) + Gather.apply(score_src, A.col)  # (H·E,)
-        return row_softmax(A.with_values(logits.leaky_relu(self.negative_slope)))
+        return attention_softmax(A, score_dst, score_src, self.negative_slope)  # (H·E,) fused
 
     def attention(self, x: Tensor | SparseTensor, edge_index: Any) -> SparseTensor:
         """The attention coefficients α (no dropout) as the block-diagonal SparseTensor."""

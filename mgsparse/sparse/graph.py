@@ -103,16 +103,29 @@ def _by_row(fn, out: np.ndarray, row: np.ndarray, *arrays: np.ndarray) -> np.nda
     return out
 
 
+def _softmax(v: np.ndarray, s: Structure) -> np.ndarray:
+    """Each row's softmax of the stored values v (in v's dtype)."""
+    e = np.exp(v - _row_max(v, s)[s.row])  # ≤ 1: shifting by the row max cannot overflow
+    total = _row_sums(e, s)  # float64, as the division below (then rounded to v's dtype)
+    return _by_row(lambda r, o, e_: np.divide(e_, total.take(r), out=o, casting="same_kind"),
+                   np.empty_like(e, dtype=v.dtype), s.row, e)
+
+
+def _softmax_vjp(out: np.ndarray, g: np.ndarray, s: Structure) -> np.ndarray:
+    """dv = out ⊙ (g − Σ_row(out ⊙ g)[row]), in float64 per chunk, rounded once."""
+    dot = _row_sums(out * g, s)
+
+    def chunk(r, o, s_, g_):
+        np.multiply(s_, np.subtract(g_, dot.take(r)), out=o, casting="same_kind")
+    return _by_row(chunk, np.empty_like(out), s.row, out, g)
+
+
 class RowSoftmax(SparseFunction):
     op_name, reference = "row_softmax", staticmethod(ref.row_softmax)
 
     @staticmethod
     def forward(ctx, v, s):
-        row = s.row
-        e = np.exp(v - _row_max(v, s)[row])  # ≤ 1: shifting by the row max cannot overflow
-        total = _row_sums(e, s)  # float64, as the division below (then rounded to v's dtype)
-        out = _by_row(lambda r, o, e_: np.divide(e_, total.take(r), out=o, casting="same_kind"),
-                      np.empty_like(e, dtype=v.dtype), row, e)
+        out = _softmax(v, s)
         ctx.save_for_backward(out)
         ctx.s = s
         return out
@@ -120,12 +133,52 @@ class RowSoftmax(SparseFunction):
     @staticmethod
     def vjp(ctx, g):
         """dv = s ⊙ (g − Σ_row(s ⊙ g)[row])."""
-        (out,) = ctx.saved_tensors
-        dot = _row_sums(out * g, ctx.s)
+        return _softmax_vjp(ctx.saved_tensors[0], g, ctx.s), None
 
-        def chunk(r, o, s_, g_):  # in float64 as (g − dot)·s, rounded once to the output
-            np.multiply(s_, np.subtract(g_, dot.take(r)), out=o, casting="same_kind")
-        return _by_row(chunk, np.empty_like(out), ctx.s.row, out, g), None
+
+class AttentionSoftmax(SparseFunction):
+    op_name, reference = "attention_softmax", staticmethod(ref.attention_softmax)
+
+    @staticmethod
+    def forward(ctx, dst, src, s, slope):
+        logits = dst.take(s.row)
+        logits += src.take(s.col)
+        positive = logits > 0
+        np.multiply(logits, slope, out=logits, where=~positive)  # LeakyReLU in place
+        out = _softmax(logits, s)
+        ctx.save_for_backward(out, positive)
+        ctx.s, ctx.slope, ctx.cols = s, slope, len(src)
+        return out
+
+    @staticmethod
+    def vjp(ctx, g):
+        """dz = α ⊙ (g − Σ_row(α ⊙ g)[row]) (softmax), dl = dz·(1 if l > 0 else slope);
+        d dst[i] = Σ_{row_k = i} dl_k,  d src[j] = Σ_{col_k = j} dl_k."""
+        out, positive = ctx.saved_tensors
+        dl = _softmax_vjp(out, g, ctx.s)
+        np.multiply(dl, ctx.slope, out=dl, where=~positive)
+        d_dst = _row_sums(dl, ctx.s).astype(dl.dtype, copy=False)
+        d_src = np.bincount(ctx.s.col, weights=dl, minlength=ctx.cols).astype(dl.dtype, copy=False)
+        return d_dst, d_src, None, None
+
+
+def attention_softmax(A: SparseTensor, dst: Tensor, src: Tensor,
+                      negative_slope: float = 0.2) -> SparseTensor:
+    """α on A's pattern: α_k = softmax over row_k of LeakyReLU(dst[row_k] + src[col_k]).
+
+    GAT's edge attention in one op: the two gathers, the sum, the LeakyReLU and the row
+    softmax of `row_softmax(A.with_values((dst[row] + src[col]).leaky_relu(slope)))` (the same
+    values, bitwise), with one backward that keeps the softmax output and a bit mask instead
+    of three nnz-sized float arrays and four autograd nodes. dst (rows,), src (cols,).
+    """
+    if not isinstance(A, SparseTensor):
+        raise ShapeError(f"attention_softmax: expected a SparseTensor, got {type(A).__name__}")
+    dst, src = (x if isinstance(x, Tensor) else Tensor(np.asarray(x), dtype=A.dtype)
+                for x in (dst, src))
+    if dst.shape != (A.shape[0],) or src.shape != (A.shape[1],):
+        raise ShapeError(f"attention_softmax: pattern {A.shape} needs dst ({A.shape[0]},) and "
+                         f"src ({A.shape[1]},), got {dst.shape} and {src.shape}")
+    return A.with_values(AttentionSoftmax.apply(dst, src, A._structure, float(negative_slope)))
 
 
 def row_softmax(A: SparseTensor) -> SparseTensor:

@@ -123,6 +123,15 @@ def row_softmax(values: np.ndarray, s: Any) -> np.ndarray:
     return out
 
 
+def attention_softmax(dst: np.ndarray, src: np.ndarray, s: Any, slope: float) -> np.ndarray:
+    """out = row_softmax of LeakyReLU(dst[row_k] + src[col_k]) on the pattern s."""
+    logits = _zeros((s.nnz,))
+    for k, (i, j) in enumerate(zip(s.row, s.col)):
+        z = dst[i] + src[j]
+        logits[k] = z.relu() - (-z).relu() * slope
+    return row_softmax(logits, s)
+
+
 def segment_max(x: np.ndarray, seg: Any) -> np.ndarray:
     """out[b, f] = the first x[i, f] of largest value among the rows i of segment b (0.0 for
     an empty segment): the choice is made on the data, the chosen Value passed through."""

@@ -22,7 +22,7 @@ from mgsparse.checks import (
 from mgsparse.checks import nn as nn_cases
 from mgsparse.engine import ops
 from mgsparse.errors import ConfigError
-from mgsparse.sparse.graph import RowSoftmax
+from mgsparse.sparse.graph import AttentionSoftmax
 from mgsparse.sparse.ops import ScatterAdd, SpMM
 
 
@@ -149,10 +149,10 @@ def test_a_layer_check_reaches_the_sparse_values(monkeypatch):
 
 
 def test_a_slightly_wrong_edge_softmax_fails_the_attention_layers(monkeypatch):
-    """Negative control for a whole layer: the edge softmax's backward 1% off."""
-    right = RowSoftmax.vjp
-    monkeypatch.setattr(RowSoftmax, "vjp", staticmethod(
-        lambda ctx, g: (right(ctx, g)[0] * 1.01, None)))
+    """Negative control for a whole layer: the (fused) edge softmax's backward 1% off."""
+    right = AttentionSoftmax.vjp
+    monkeypatch.setattr(AttentionSoftmax, "vjp", staticmethod(
+        lambda ctx, g: tuple(d if d is None else d * 1.01 for d in right(ctx, g))))
     rows = by_op(run_checks(["gat_conv", "gat_conv_mean", "sage_conv"]))
     assert {op: [r.verdict for r in rs] for op, rs in rows.items()} == {
         "nn.gat_conv": ["FAIL"], "nn.gat_conv_mean": ["FAIL"], "nn.sage_conv": ["PASS"]}
