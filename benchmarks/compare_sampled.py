@@ -106,9 +106,13 @@ class TorchSide:
         self.optimizer.step()
         return float(loss)
 
+    @staticmethod
+    def call(conv, h, g):
+        return conv(h, g)  # PyG's order; DGL's convs take the graph first
+
     def layers(self, h, graphs):
         for i, (conv, g) in enumerate(zip(self.convs, graphs)):
-            h = conv(self.F.dropout(h, SETTING["dropout"], True), g)
+            h = self.call(conv, self.F.dropout(h, SETTING["dropout"], True), g)
             if i < len(self.convs) - 1:
                 h = h.relu()
         return h
@@ -132,9 +136,13 @@ class DglSide(TorchSide):
                                                  drop_last=False, num_workers=0)
         self.setup = f"dgl {dgl.__version__}"
 
+    @staticmethod
+    def call(conv, h, g):
+        return conv(g, h)
+
     def epoch(self) -> float:
-        for _, seeds, blocks in self.loader:
-            h = self.layers(self.x[blocks[0].srcdata["_ID"]], blocks)
+        for input_nodes, seeds, blocks in self.loader:
+            h = self.layers(self.x[input_nodes], blocks)
             last = self.step(self.F.cross_entropy(h, self.y[seeds]))
         return last
 

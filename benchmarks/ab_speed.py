@@ -1,0 +1,120 @@
+"""A/B of this tree's attention and sampled-training kernels against an earlier revision's,
+alternating in one process (so both see the same machine), with the losses compared bitwise.
+
+The earlier side is this tree with a few functions swapped for their versions at `--rev`
+(read with `git show`, loaded as separate modules), so only those differ:
+
+- `gat`: a whole-graph GAT training step (8 heads × 8 hidden, benchmarks/compare_gat.py's
+  recipe) with `--rev`'s edge attention (`Gather`s + `leaky_relu` + `row_softmax`) and its
+  SDDMM kernel in place of the fused `attention_softmax` and the current kernel;
+- `sampled`: a sampled GraphSAGE epoch (benchmarks/compare_sampled.py's setting) with `--rev`'s
+  `gather_rows`.
+
+`--rev` must predate the change (5fe5376 does). Prints the median step/epoch of each side
+(after one untimed round), new/old, and whether every loss was bitwise the same.
+
+    python benchmarks/ab_speed.py gat --rev 5fe5376 --nodes 100000 --threads 1 --rounds 6
+    python benchmarks/ab_speed.py sampled --rev 5fe5376 --threads 1 --rounds 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def old_module(rev: str, path: str, name: str):
+    """`path` as it was at `rev`, imported as module `name`."""
+    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"], check=True,
+                            capture_output=True, text=True).stdout
+    file = Path(tempfile.mkdtemp()) / f"{name}.py"
+    file.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def gat_sides(rev: str, nodes: int):
+    from compare_gat import MgsparseSide
+    from floor_gcn import synthetic_graph
+
+    from mgsparse.nn import gat
+    from mgsparse.sparse import ops
+
+    old_g = old_module(rev, "mgsparse/sparse/graph.py", "old_graph")
+    old_o = old_module(rev, "mgsparse/sparse/ops.py", "old_ops")
+
+    def old_alpha(self, h, A, h_dst=None):
+        h_dst = h if h_dst is None else h_dst
+        score_src = (h * self.att_src).sum(axis=-1).T.reshape(-1)
+        score_dst = (h_dst * self.att_dst).sum(axis=-1).T.reshape(-1)
+        logits = old_o.Gather.apply(score_dst, A.row) + old_o.Gather.apply(score_src, A.col)
+        return old_g.row_softmax(A.with_values(logits.leaky_relu(self.negative_slope)))
+
+    def use(alpha, kernel):
+        gat.GATConv._alpha, ops.sddmm_kernel = alpha, kernel
+
+    graph = synthetic_graph(nodes)
+    new = (gat.GATConv._alpha, ops.sddmm_kernel)
+    return {"old": (lambda: use(old_alpha, old_o.sddmm_kernel), MgsparseSide(graph, 0).step),
+            "new": (lambda: use(*new), MgsparseSide(graph, 0).step)}
+
+
+def sampled_sides(rev: str, nodes: int):
+    from compare_sampled import MgsparseSide, sampled_graph
+
+    from mgsparse.run.tasks import sampled
+
+    old_b = old_module(rev, "mgsparse/nn/block.py", "old_block")
+    new = sampled.gather_rows
+
+    def use(fn):
+        sampled.gather_rows = fn
+
+    graph = sampled_graph()
+    return {"old": (lambda: use(old_b.gather_rows), MgsparseSide(graph, 0).epoch),
+            "new": (lambda: use(new), MgsparseSide(graph, 0).epoch)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("work", choices=["gat", "sampled"])
+    parser.add_argument("--rev", default="5fe5376")
+    parser.add_argument("--nodes", type=int, default=100_000, help="gat only")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=4)
+    args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from compare_sampled import set_threads
+
+    set_threads(args.threads)
+    sides = (gat_sides if args.work == "gat" else sampled_sides)(args.rev, args.nodes)
+    times = {k: [] for k in sides}
+    losses = {k: [] for k in sides}
+    for r in range(args.rounds + 1):  # round 0 builds the caches: not timed
+        for name in (["old", "new"] if r % 2 == 0 else ["new", "old"]):
+            use, run = sides[name]
+            use()
+            t0 = time.perf_counter()
+            losses[name].append(run())
+            if r:
+                times[name].append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    print(f"{args.work}, {args.threads} thread(s), {args.rounds} rounds: old ({args.rev}) "
+          f"{med['old']:,.0f} ms, new {med['new']:,.0f} ms, new/old {med['new'] / med['old']:.3f}; "
+          f"losses bitwise equal: {np.array_equal(losses['old'], losses['new'])}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""Whole-graph GAT training steps side by side: mgsparse against PyG's or DGL's GATConv.
+
+The model: Veličković et al.'s GAT (2 layers, 8 heads × 8 hidden concatenated, 1 output head,
+ELU, dropout 0.6 on the inputs and on the attention coefficients, self loops), Adam lr 0.005,
+on the whole graph: a stochastic block model of `--nodes` nodes (average degree 10, 64 dense
+features, 5 classes; benchmarks/floor_gcn.py `synthetic_graph`), the loss on its training
+rows, every layer on every node (no receptive field). One step = forward, backward, Adam.
+
+The peer is PyG's `GATConv` (edge_index) when torch_geometric imports, else DGL's `GATConv`.
+The sides alternate step by step in one process at each `--threads` count (torch and
+mgsparse's pool set alike, BLAS one thread); set OMP_WAIT_POLICY=PASSIVE so that idle OpenMP
+threads do not spin while mgsparse runs.
+
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/compare_gat.py [--nodes 100000] [--steps 6] \\
+        [--threads 1 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+from compare_sampled import peer, set_threads
+from floor_gcn import synthetic_graph
+
+from mgsparse.engine import Tensor
+from mgsparse.nn import GAT
+from mgsparse.nn import functional as F
+from mgsparse.optim import Adam
+
+RECIPE = {"heads": 8, "hidden": 8, "dropout": 0.6, "lr": 0.005}
+
+
+class MgsparseSide:
+    name = "mgsparse"
+
+    def __init__(self, graph, seed: int):
+        self.model = GAT(graph.x.shape[1], RECIPE["hidden"], int(graph.num_classes),
+                         heads=RECIPE["heads"], dropout=RECIPE["dropout"],
+                         attn_dropout=RECIPE["dropout"], edge_index=graph.edge_index,
+                         rng=np.random.default_rng(seed))
+        self.optimizer = Adam(self.model.parameters(), lr=RECIPE["lr"])
+        self.x, self.train = Tensor(np.asarray(graph.x, np.float32)), np.flatnonzero(graph.train_mask)
+        self.y = np.asarray(graph.y)[self.train]
+
+    def step(self) -> float:
+        self.model.train()
+        self.optimizer.zero_grad()
+        loss = F.cross_entropy(self.model(self.x, None)[self.train], self.y)
+        loss.backward()
+        self.optimizer.step()
+        return float(loss.data)
+
+
+class TorchSide:
+    def __init__(self, graph, seed: int, framework: str):
+        import torch
+
+        torch.manual_seed(seed)
+        self.torch, self.Fn = torch, torch.nn.functional
+        self.x = torch.from_numpy(np.asarray(graph.x, np.float32))
+        self.y = torch.from_numpy(np.asarray(graph.y, np.int64))
+        self.train = torch.from_numpy(np.flatnonzero(graph.train_mask))
+        f, h, c, p = graph.x.shape[1], RECIPE["hidden"], int(graph.num_classes), RECIPE["dropout"]
+        src, dst = (torch.from_numpy(np.asarray(e, np.int64)) for e in graph.edge_index)
+        if framework == "pyg":
+            from torch_geometric.nn import GATConv
+
+            self.name, self.graph = "PyG", torch.stack([src, dst])
+            self.convs = [GATConv(f, h, RECIPE["heads"], dropout=p),
+                          GATConv(h * RECIPE["heads"], c, 1, concat=False, dropout=p)]
+            self.call = lambda conv, x: conv(x, self.graph)
+        else:
+            import dgl
+            from dgl.nn import GATConv
+
+            self.name = "DGL"
+            self.graph = dgl.add_self_loop(dgl.remove_self_loop(
+                dgl.graph((src, dst), num_nodes=int(graph.num_nodes))))
+            self.convs = [GATConv(f, h, RECIPE["heads"], feat_drop=0.0, attn_drop=p),
+                          GATConv(h * RECIPE["heads"], c, 1, feat_drop=0.0, attn_drop=p)]
+            self.call = lambda conv, x: conv(self.graph, x).flatten(1)
+        self.modules = torch.nn.ModuleList(self.convs)
+        self.optimizer = torch.optim.Adam(self.modules.parameters(), lr=RECIPE["lr"])
+
+    def step(self) -> float:
+        p = RECIPE["dropout"]
+        self.optimizer.zero_grad()
+        h = self.Fn.elu(self.call(self.convs[0], self.Fn.dropout(self.x, p, True)))
+        out = self.call(self.convs[1], self.Fn.dropout(h, p, True))
+        loss = self.Fn.cross_entropy(out[self.train], self.y[self.train])
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=100_000)
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    args = parser.parse_args()
+    framework = peer()
+    graph = synthetic_graph(args.nodes)
+    print(f"GAT 8x8 heads, SBM {args.nodes:,} nodes, {graph.edge_index.shape[1]:,} edges, "
+          f"whole graph; {args.steps} steps/side after one warm-up")
+    if framework is None:
+        print("compare_gat: neither torch_geometric nor dgl imports; mgsparse alone")
+    for threads in args.threads:
+        set_threads(threads)
+        sides = [MgsparseSide(graph, 0)] + ([TorchSide(graph, 0, framework)] if framework else [])
+        times = {s.name: [] for s in sides}
+        for step in range(args.steps + 1):
+            for side in sides[step % len(sides):] + sides[:step % len(sides)]:
+                t0 = time.perf_counter()
+                side.step()
+                if step:
+                    times[side.name].append((time.perf_counter() - t0) * 1e3)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        print(f"{threads} thread(s): " + "   ".join(f"{k} {v:,.0f} ms" for k, v in med.items()))
+        if framework:
+            other = sides[1].name
+            print(f"  mgsparse / {other}: {med['mgsparse'] / med[other]:.3f}")
+
+
+if __name__ == "__main__":
+    main()
