@@ -2,7 +2,10 @@
 
 `add_self_loops` and `gcn_norm` are compositions of the primitives in ops.py (their gradient
 w.r.t. the edge values comes for free); `row_softmax` has its own backward because the
-composite (scatter-max, exp, scatter-sum, divide) would save four nnz-sized arrays for one.
+composite (scatter-max, exp, scatter-sum, divide) would save four nnz-sized arrays for one,
+and `attention_softmax` (GAT's edge scores: gathers, LeakyReLU, row softmax) for the same
+reason. Row sums run as float64 `reduceat`s on row-sorted patterns, and every nnz-sized
+float64 step in chunks, so no nnz-sized float64 array is made.
 """
 
 from __future__ import annotations

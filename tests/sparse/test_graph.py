@@ -7,7 +7,8 @@ import pytest
 
 from mgsparse.engine import Tensor
 from mgsparse.errors import ShapeError
-from mgsparse.sparse import SparseTensor, add_self_loops, gcn_norm, row_softmax
+from mgsparse.sparse import SparseTensor, add_self_loops, attention_softmax, gcn_norm, row_softmax
+from mgsparse.sparse.ops import Gather
 
 # Every op's gradient against its three oracles at every size: tests/checks (the registry).
 
@@ -75,3 +76,40 @@ def test_row_softmax_counts_duplicates_separately():
     A = SparseTensor([[0, 0], [1, 1]], [0.0, 0.0], (1, 2))
     np.testing.assert_allclose(row_softmax(A).values.data, [0.5, 0.5])
     np.testing.assert_allclose(row_softmax(A.coalesce()).values.data, [1.0])
+
+
+@pytest.mark.parametrize("row_sorted", [True, False])
+def test_attention_softmax_is_bitwise_the_composite(row_sorted):
+    """The fused op gives the same float32 values and gradients, bit for bit, as gathers +
+    sum + leaky_relu + row_softmax (a row-sorted pattern takes the reduceat path)."""
+    rng = np.random.default_rng(3)
+    rows, cols = 300, 200
+    keys = np.sort(rng.choice(rows * cols, 3000, replace=False))
+    idx = np.stack([keys // cols, keys % cols])
+    idx = idx if row_sorted else idx[:, rng.permutation(idx.shape[1])]
+    A = SparseTensor(idx, np.zeros(idx.shape[1], np.float32), (rows, cols))
+    dst0 = rng.standard_normal(rows).astype(np.float32) * 3
+    src0 = rng.standard_normal(cols).astype(np.float32) * 3
+    g = rng.standard_normal(A.nnz).astype(np.float32)
+    out = []
+    for fused in (True, False):
+        dst, src = Tensor(dst0, requires_grad=True), Tensor(src0, requires_grad=True)
+        if fused:
+            alpha = attention_softmax(A, dst, src, 0.2).values
+        else:
+            logits = Gather.apply(dst, A.row) + Gather.apply(src, A.col)
+            alpha = row_softmax(A.with_values(logits.leaky_relu(0.2))).values
+        alpha.backward(g)
+        out.append((alpha.data, dst.grad, src.grad))
+    for fused, composite in zip(*out):
+        assert fused.dtype == np.float32
+        np.testing.assert_array_equal(fused, composite)
+    sums = np.bincount(A.row, weights=out[0][0], minlength=rows)
+    np.testing.assert_allclose(sums[np.unique(A.row)], 1.0, rtol=1e-6)
+
+
+def test_attention_softmax_names_the_wrong_score_shape():
+    A = SparseTensor(PATH, np.ones(6), (5, 5))
+    with pytest.raises(ShapeError, match=r"attention_softmax: pattern \(5, 5\) needs dst \(5,\) "
+                                         r"and src \(5,\), got \(4,\) and \(5,\)"):
+        attention_softmax(A, np.zeros(4), np.zeros(5))
