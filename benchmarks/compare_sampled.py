@@ -218,7 +218,7 @@ def main() -> None:
         print(f"{threads} thread(s):")
         for name, ms in times.items():
             q1, q3 = np.percentile(ms, [25, 75])
-            print(f"  {name:10} median {med[name]:9.1f} ms   IQR {q3 - q1:7.1f} ms")
+            print(f"  {name + ':':10} median {med[name]:9.1f} ms   IQR {q3 - q1:7.1f} ms")
         if framework:
             other = sides[1].name
             print(f"  mgsparse / {other}: {med['mgsparse'] / med[other]:.3f}")

@@ -29,7 +29,8 @@ from mgsparse.sparse.tensor import SparseTensor
 
 __all__ = [
     "DEFAULT_SPARSITY_THRESHOLD", "FALLBACK_MAX_NNZ", "ScalarFallbackWarning", "Segments",
-    "SparseTensor", "add_self_loops", "as_operand", "attention_softmax", "coalesce", "dense_matmul", "gcn_norm",
+    "SparseTensor", "add_self_loops", "as_operand", "attention_softmax", "coalesce",
+    "dense_matmul", "gcn_norm",
     "get_num_threads", "num_threads", "pooling_matrix", "row_softmax", "sddmm", "segment_max",
     "segment_mean", "segment_reduce", "segment_sum", "set_num_threads", "sparse_dropout",
     "sparse_sum", "spmm", "spspmm", "to_tensor",
