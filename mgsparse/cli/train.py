@@ -22,7 +22,7 @@ from mgsparse.cli.render import (
     warn,
 )
 from mgsparse.config import load_config
-from mgsparse.errors import MgsparseError
+from mgsparse.errors import ConfigError, MgsparseError
 from mgsparse.run import (
     evaluate_saved,
     fit,
@@ -32,6 +32,7 @@ from mgsparse.run import (
     write_outputs,
 )
 from mgsparse.run.checkpoint import check_output_dir
+from mgsparse.run.resume import FullCheckpoints, check_same_config, read_checkpoint
 from mgsparse.run.tasks.partitioned import DistributedGraphTask, fit_partitioned
 
 EXIT_INTERRUPTED = 130  # the shell's convention for a run ended by SIGINT
@@ -78,7 +79,8 @@ def _downloads(silent: bool):
 
 
 def train(
-    config_path: Path = typer.Argument(..., metavar="CONFIG", help="YAML config, e.g. configs/cora.yaml"),
+    config_path: Optional[Path] = typer.Argument(
+        None, metavar="[CONFIG]", help="YAML config, e.g. configs/cora.yaml (--resume: optional)"),
     set_: list[str] = typer.Option([], "--set", help="Override a key: --set optim.lr=0.005 (repeatable)"),
     runs: Optional[int] = typer.Option(None, "--runs", help="Repeat with seeds seed..seed+N-1"),
     epochs: Optional[int] = typer.Option(None, "--epochs", help="Override train.epochs"),
@@ -91,6 +93,9 @@ def train(
     partitions: Optional[Path] = typer.Option(
         None, "--partitions", help="Train over MPI on the parts `mgsparse partition` wrote: "
         "mpiexec -n K mgsparse train CONFIG --partitions DIR"),
+    resume: Optional[Path] = typer.Option(
+        None, "--resume", help="Continue the stopped run in DIR from its full checkpoint "
+        "(bitwise the run that never stopped)", metavar="DIR"),
 ) -> None:
     """Train a GNN from a YAML config, with a live table of loss, accuracy, gradient norm and memory."""
     from mgsparse.cli import plots  # matplotlib itself is imported only when a picture is drawn
@@ -99,7 +104,8 @@ def train(
     overrides += [f"train.runs={runs}"] if runs is not None else []
     overrides += [f"train.epochs={epochs}"] if epochs is not None else []
     try:
-        config = load_config(config_path, overrides)
+        config, checkpoints, out_dir = _config_and_checkpoints(config_path, overrides, out_dir,
+                                                               resume)
         if plot:
             plots.check_plot_target(plot)
         if out_dir:
@@ -115,8 +121,10 @@ def train(
         with _signals_end_epoch() as signals:
             with display:
                 result = fit(config, task, on_epoch=display.on_epoch, on_run_end=writer,
-                             should_stop=lambda: signals.received is not None)
+                             should_stop=lambda: signals.received is not None,
+                             checkpoints=checkpoints)
             signals.finishing = True
+            _end_checkpoints(checkpoints, result)
             if memory_report:
                 result.memory_report = measure_memory(config, task)
             writer(result)
@@ -126,6 +134,38 @@ def train(
             _report(result, as_json, memory_report, signals.received, writer.error)
     except MgsparseError as e:
         fail(e)
+
+
+def _config_and_checkpoints(config_path: Optional[Path], overrides: list[str],
+                            out_dir: Optional[Path], resume: Optional[Path]):
+    """(config, full checkpoints or None, run folder). A fresh run with --out checkpoints into
+    it; --resume DIR continues DIR's checkpoint, with its saved config or CONFIG if given
+    (which must be the same config)."""
+    if resume is None:
+        if config_path is None:
+            raise ConfigError("missing CONFIG: mgsparse train CONFIG (or --resume DIR)")
+        config = load_config(config_path, overrides)
+        return config, (FullCheckpoints(out_dir, config) if out_dir else None), out_dir
+    if out_dir is not None and out_dir.resolve() != resume.resolve():
+        raise ConfigError(f"--resume {resume} writes into {resume}; drop --out {out_dir}")
+    saved_config, saved = read_checkpoint(resume)
+    if config_path is None and overrides:
+        raise ConfigError("--set, --epochs and --runs would change the saved config; "
+                          "--resume DIR continues it as it was")
+    config = saved_config if config_path is None else load_config(config_path, overrides)
+    check_same_config(config, saved_config, resume)
+    return config, FullCheckpoints(resume, config, saved), resume
+
+
+def _end_checkpoints(checkpoints: Optional[FullCheckpoints], result) -> None:
+    """A series that was not stopped needs no checkpoint any more; one that failed to write
+    is said once."""
+    if checkpoints is None:
+        return
+    if checkpoints.error is not None:
+        warn(f"{checkpoints.error} (the run cannot be resumed from it)")
+    elif not result.interrupted:
+        checkpoints.discard()
 
 
 def _train_partitioned(config, partitions: Path, writer, silent: bool, as_json: bool) -> None:

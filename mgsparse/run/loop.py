@@ -14,6 +14,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -168,6 +169,34 @@ def summary_scores(metrics: TaskMetrics, runs: list[RunResult]) -> dict[str, flo
     return out
 
 
+@dataclass
+class RunState:
+    """What a run's next epoch depends on besides the config and the data: the model (its
+    parameters, buffers and generators), the optimizer, the learning-rate schedule, the run's
+    shuffle generator and what the run recorded so far, after `epoch` epochs. A full
+    checkpoint saves it (`mgsparse.run.resume`); resuming loads it before the next epoch."""
+
+    run_index: int
+    run: RunResult
+    model: Module
+    optimizer: Optimizer
+    shuffle: np.random.Generator
+    schedule: Any = None
+    epoch: int = 0
+
+
+class Checkpoints(Protocol):
+    """Where full checkpoints go and come from (`mgsparse.run.resume.FullCheckpoints`)."""
+
+    runs_done: list[RunResult]  # a resumed series' finished runs (empty: a fresh one)
+
+    def restore(self, state: RunState) -> None:
+        """Load the saved state into a run just built, if it is the saved run."""
+
+    def save(self, state: RunState, runs_done: list[RunResult]) -> None:
+        """Write a full checkpoint of `state` and the runs finished before it."""
+
+
 # ---------------------------------------------------------------- one epoch
 
 
@@ -216,27 +245,33 @@ StopFn = Callable[[], bool]
 
 def fit_run(config: Config, task: Task, seed: int, memory: EpochMemory,
             on_epoch: EpochCallback | None = None, run_index: int = 0,
-            should_stop: StopFn | None = None) -> RunResult:
+            should_stop: StopFn | None = None, checkpoints: Checkpoints | None = None,
+            save: Callable[[RunState], None] | None = None) -> RunResult:
     """Train one model from `seed`; keep the parameters of the epoch whose selection column
-    (`task.metrics.select`) is best."""
+    (`task.metrics.select`) is best. With `checkpoints`, a resumed run starts from its saved
+    state and `save` writes a full checkpoint when one is due."""
     model = task.build_model(np.random.default_rng(seed))
     optimizer = build_optimizer(config.optim, model)
-    run = RunResult(seed=seed)
+    state = RunState(run_index, RunResult(seed=seed), model, optimizer, shuffle_generator(seed))
+    if checkpoints is not None:
+        checkpoints.restore(state)
+    run = state.run
     try:
-        _epochs(config, task, model, optimizer, run, memory, run_index, on_epoch, should_stop)
+        _epochs(config, task, state, memory, on_epoch, should_stop, save)
     except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: the epoch is abandoned mid-way
         run.status, run.message = "aborted", f"run {run_index} (seed {seed}) aborted"
     _finish(run, model, task)
     return run
 
 
-def _epochs(config: Config, task: Task, model: Module, optimizer: Optimizer, run: RunResult,
-            memory: EpochMemory, run_index: int, on_epoch: EpochCallback | None,
-            should_stop: StopFn | None) -> None:
-    """The epochs of one run, recorded into `run` as they finish."""
-    shuffle, clip = shuffle_generator(run.seed), config.train.grad_clip_norm
+def _epochs(config: Config, task: Task, state: RunState, memory: EpochMemory,
+            on_epoch: EpochCallback | None, should_stop: StopFn | None,
+            save: Callable[[RunState], None] | None = None) -> None:
+    """The epochs of one run after `state.epoch`, recorded into `state.run` as they finish."""
+    model, optimizer, run, run_index = state.model, state.optimizer, state.run, state.run_index
+    shuffle, clip = state.shuffle, config.train.grad_clip_norm
     patience, budget = config.train.patience, task.memory_budget()
-    for epoch in range(1, config.train.epochs + 1):
+    for epoch in range(state.epoch + 1, config.train.epochs + 1):
         t0 = time.perf_counter()
         traced = memory.begin(epoch)
         loss, grad_norm = train_epoch(model, optimizer, task.batches(model, shuffle), clip,
@@ -260,7 +295,8 @@ def _epochs(config: Config, task: Task, model: Module, optimizer: Optimizer, run
         if not (finite(loss) and finite(grad_norm)):
             run.status, run.message = "diverged", _diverged(run_index, run.seed, row)
         else:
-            _keep_if_best(run, model, task.metrics, row)  # an over-budget epoch counts too
+            _keep_if_best(run, model, task.metrics, row,  # an over-budget epoch counts too
+                          config.train.min_delta)
             if event is not None and event.operand is None:
                 run.status, run.message = "over_budget", f"run {run_index}: {event.message}"
         if on_epoch is not None:
@@ -270,15 +306,29 @@ def _epochs(config: Config, task: Task, model: Module, optimizer: Optimizer, run
         if patience is not None and epoch - run.best_epoch >= patience:
             run.status = "early_stopped"
             return
-        if should_stop is not None and should_stop():
+        stop = should_stop is not None and should_stop()
+        if save is not None and (stop or _checkpoint_due(config, epoch)):
+            state.epoch = epoch
+            save(state)
+        if stop:
             run.status = "interrupted"
             return
 
 
-def _keep_if_best(run: RunResult, model: Module, metrics: TaskMetrics, row: EpochRow) -> None:
+def _checkpoint_due(config: Config, epoch: int) -> bool:
+    """A full checkpoint every `train.checkpoint_every` epochs, except after the last one."""
+    every = config.train.checkpoint_every
+    return every is not None and epoch % every == 0 and epoch < config.train.epochs
+
+
+def _keep_if_best(run: RunResult, model: Module, metrics: TaskMetrics, row: EpochRow,
+                  min_delta: float = 0.0) -> None:
     """Keep `model`'s parameters as the run's best if `row`'s selection column beats the best
-    epoch's so far (in the direction its metric declares); patience counts from that epoch."""
+    epoch's so far by more than `min_delta` (in the direction its metric declares); patience
+    counts from that epoch."""
     best = run.rows[run.best_epoch - 1].scores[metrics.select] if run.best_epoch else None
+    if best is not None and min_delta:
+        best += min_delta if metrics.metric(metrics.select).higher_is_better else -min_delta
     if metrics.better(row.scores[metrics.select], best):
         run.best_epoch, run.state = row.epoch, model.state_dict()
 
@@ -307,17 +357,22 @@ def _finish(run: RunResult, model: Module, task: Task) -> None:
 
 def fit(config: Config, task: Task, on_epoch: EpochCallback | None = None,
         on_run_end: Callable[[TrainResult], None] | None = None,
-        should_stop: StopFn | None = None) -> TrainResult:
+        should_stop: StopFn | None = None,
+        checkpoints: Checkpoints | None = None) -> TrainResult:
     """`config.train.runs` runs with seeds seed, seed+1, …; an interrupted, diverged or
-    over-budget run ends the series."""
+    over-budget run ends the series. With `checkpoints`, full checkpoints are written as
+    they fall due, and a resumed series starts after its finished runs."""
     result = TrainResult(config=config, placement=task.placement,
                          events=[dataclasses.asdict(e) for e in task.budget_events],
                          metrics=task.metrics)
     memory = EpochMemory(config.monitor.memory, config.monitor.log_every)
     # Overflow is detected and reported as divergence; numpy's own warnings would only repeat it.
+    result.runs.extend(checkpoints.runs_done if checkpoints is not None else ())
+    save = None if checkpoints is None else (lambda s: checkpoints.save(s, result.runs))
     with np.errstate(over="ignore", invalid="ignore"):
-        for i in range(config.train.runs):
-            run = fit_run(config, task, config.train.seed + i, memory, on_epoch, i, should_stop)
+        for i in range(len(result.runs), config.train.runs):
+            run = fit_run(config, task, config.train.seed + i, memory, on_epoch, i, should_stop,
+                          checkpoints, save)
             result.runs.append(run)
             result.peak_memory_mb = memory.peak_mb
             if on_run_end is not None:
