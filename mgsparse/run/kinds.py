@@ -6,7 +6,7 @@ from mgsparse.catalog import is_points
 from mgsparse.config import Config
 from mgsparse.run.budget import budget_bytes, fit_within_budget
 from mgsparse.run.placed import load_graph
-from mgsparse.run.task import Progress, Task
+from mgsparse.run.task import Progress, Task, selecting
 from mgsparse.run.tasks.nodes import GraphTask
 from mgsparse.run.tasks.points import PointTask
 from mgsparse.run.tasks.sampled import SampledGraphTask
@@ -29,6 +29,7 @@ def make_task(config: Config, progress: Progress | None = None) -> Task:
         task = SampledGraphTask(config, load_graph(config.dataset, progress), budget=budget)
     else:
         task = GraphTask(config, load_graph(config.dataset, progress), budget=budget)
+    task.metrics = selecting(task.metrics, config.train.select)
     task.budget = budget
     task.budget_events = tuple(fit_within_budget(task, config, budget))
     return task
