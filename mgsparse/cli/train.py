@@ -112,11 +112,16 @@ def train(
             check_output_dir(out_dir)
         writer = _Writer(out_dir)
         if partitions is not None:
+            if resume is not None:
+                raise ConfigError("--resume continues a run of one process; a partitioned "
+                                  "run (--partitions) keeps no full checkpoint")
             return _train_partitioned(config, partitions, writer, quiet or as_json, as_json)
         with _downloads(quiet or as_json) as progress:
             task = make_task(config, progress)
         for event in task.budget_events:
             warn(event.message)
+        if checkpoints is not None and resume is None:
+            checkpoints.discard()  # an older series' checkpoint is not this run's
         display = TrainDisplay(config, task.densities, not (quiet or as_json), task.metrics)
         with _signals_end_epoch() as signals:
             with display:

@@ -15,7 +15,7 @@ from mgsparse.run import resume as resume_module
 from mgsparse.run.checkpoint import write_outputs
 from mgsparse.run.loop import fit
 from mgsparse.run.resume import CHECKPOINT, FullCheckpoints, config_hash, read_checkpoint
-from tests.conftest import CONFIGS, make_config, one_line_error
+from tests.conftest import CONFIGS, make_config, moons_config, one_line_error
 
 KARATE = CONFIGS / "karate.yaml"
 
@@ -81,6 +81,14 @@ def test_a_run_aborted_mid_epoch_resumes_from_the_last_periodic_checkpoint(tmp_p
     assert aborted.runs[0].status == "aborted"
     config_back, saved = read_checkpoint(tmp_path)
     assert saved[0]["epoch"] == 6 and config_back == config
+    assert_same_series(whole, resumed(tmp_path))
+
+
+def test_a_point_cloud_run_resumes_bitwise_too(tmp_path):
+    config = moons_config("train.epochs=6", "train.checkpoint_every=2", "train.patience=null")
+    task = make_task(config)
+    whole = fit(config, task)
+    fit(config, task, should_stop=stop_after(3), checkpoints=FullCheckpoints(tmp_path, config))
     assert_same_series(whole, resumed(tmp_path))
 
 
@@ -163,6 +171,10 @@ def test_cli_resume_refuses_bad_folders_in_one_line_and_writes_nothing(cli, tmp_
                    "train.epochs")
     one_line_error(cli("train", "--resume", tmp_path, "--epochs", "9"), 2,
                    "would change the saved config")
+    one_line_error(cli("train", "--resume", tmp_path, "--partitions", tmp_path), 2,
+                   "keeps no full checkpoint")
+    one_line_error(cli("train", "--resume", tmp_path, "--out", tmp_path.parent), 2,
+                   "drop --out")
     assert snapshot(tmp_path) == before
     data = bytearray((tmp_path / CHECKPOINT).read_bytes())
     data[len(data) // 2:] = b"\0" * (len(data) - len(data) // 2)
