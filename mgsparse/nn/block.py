@@ -126,7 +126,9 @@ def gather_rows(features: Any, ids: np.ndarray) -> Tensor | SparseTensor:
     operand of the same kind; sparse rows are cut from the CSR, never densified."""
     if isinstance(features, SparseTensor):
         csr = features._structure.csr_matrix(features.values.data)  # cached view, no copy
-        return SparseTensor.from_scipy(csr[ids], dtype=features.dtype)
+        rows = SparseTensor.from_scipy(csr[ids], dtype=features.dtype)
+        rows.dense_stream = features.dense_stream  # a fallen-back operand's rows draw as dense
+        return rows
     if sp.issparse(features):
         return SparseTensor.from_scipy(sp.csr_matrix(features)[ids])
     data = features.data if isinstance(features, Tensor) else np.asarray(features)

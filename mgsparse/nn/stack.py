@@ -38,9 +38,10 @@ def get_activation(name: str) -> Callable[[Tensor], Tensor]:
 def dropout(x: Tensor | SparseTensor, p: float, training: bool, rng: np.random.Generator,
             buffers: Buffers | None = None):
     """Dropout that keeps sparse features sparse (it drops stored values only); a dense
-    input's output is written into a buffer reused from epoch to epoch."""
+    input's output is written into a buffer reused from epoch to epoch. A sparse operand that
+    fell back from dense mid-training draws the dense mask (`SparseTensor.dense_stream`)."""
     if isinstance(x, SparseTensor):
-        return sparse_dropout(x, p, training, rng)
+        return sparse_dropout(x, p, training, rng, x.dense_stream)
     return x.dropout(p, training, rng, buffers)
 
 

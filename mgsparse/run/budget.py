@@ -7,7 +7,9 @@ operands (a dense array larger than the whole budget was never built: `run.place
 the largest dense operand turns sparse while the estimated step passes it, and a run whose
 all-sparse step is estimated above the budget stops before its first epoch. During training, a traced epoch whose peak passes it
 turns the largest dense operand sparse from the next epoch on (same values: the loss curve
-continues, the optimizer state is untouched); with nothing dense left, a peak above the
+continues to float rounding, the optimizer state is untouched — the operand is marked
+`dense_stream`, so its dropout draws the dense-shaped mask the dense operand drew and the
+generator's stream goes on unchanged); with nothing dense left, a peak above the
 budget ends the run cleanly. The rule talks to the task's placed data (`task.placed`, a
 `run.placed.PlacedGraph`: its operands, `dense_operands`, `make_sparse`), never to the task's
 own fields.
@@ -153,6 +155,7 @@ def check_epoch(placed: Any, epoch: int, peak_mb: float,
         before = held_nbytes(placed.operands()[name])
         placed.make_sparse(name, f"sparse (fell back at epoch {epoch}: peak {peak_mb:,.1f} MB "
                                  f"of a {budget_mb:,.1f} MB budget)")
+        placed.operands()[name].dense_stream = True  # its dropout draws as the dense one did
         after = held_nbytes(placed.operands()[name])
         return BudgetEvent(epoch, name, before / MB, after / MB, peak_mb, budget_mb,
                            f"peak {peak_mb:,.1f} MB passed 80% of the {budget_mb:,.1f} MB "
