@@ -147,6 +147,10 @@ def layerwise_inference(model: StackedModel, features: Any, sampler: Any,
     """
     if chunk_size < 1:
         raise HyperparameterError(f"eval chunk size must be >= 1, got {chunk_size}")
+    if getattr(model, "residual", False) or getattr(model, "jk", None) or getattr(
+            model, "norms", None) is not None:  # what StackedModel.stack adds between layers
+        raise HyperparameterError("layer-wise inference runs the plain stack, without residual, "
+                                  "jk or norm; evaluate such a model on the whole graph")
     convs, n = _convs(model), sampler.num_nodes
     was_training = model.training
     model.eval()

@@ -160,7 +160,7 @@ def test_a_sparse_operand_from_the_start_keeps_its_cheap_mask():
 
 
 def test_over_the_budget_with_nothing_dense_left_the_run_stops_keeping_its_best(monkeypatch):
-    task, result, order = fit_with_peaks(monkeypatch, [0.9, 0.9, 1.5])  # sparse, sparse, over
+    _, result, order = fit_with_peaks(monkeypatch, [0.9, 0.9, 1.5])  # sparse, sparse, over
     (run,) = result.runs
     assert [e["operand"] for e in run.events] == [*order, None]
     assert run.status == "over_budget" and len(run.rows) == 40 and run.state
