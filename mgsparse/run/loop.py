@@ -22,9 +22,9 @@ from mgsparse.catalog import paper_accuracy
 from mgsparse.config import Config
 from mgsparse.engine import Tensor
 from mgsparse.nn.module import Module
-from mgsparse.optim import Optimizer, clip_grad_norm_
+from mgsparse.optim import Optimizer, clip_grad_norm_, step_schedule
 from mgsparse.run.budget import check_epoch
-from mgsparse.run.build import build_optimizer
+from mgsparse.run.build import build_optimizer, build_schedule
 from mgsparse.run.monitor import EpochMemory, MemoryReport, finite, run_nbytes, trace_step
 from mgsparse.run.task import ACCURACY_METRICS, Batch, Scores, Task, TaskMetrics, shuffle_generator
 
@@ -41,10 +41,14 @@ class EpochRow:
     loss: float
     scores: Scores
     grad_norm: float
+    lr: float | None = None  # the epoch's learning rate, recorded when a schedule moves it
 
     def as_dict(self) -> dict[str, float]:
-        """epoch, loss, every score column in declared order, grad_norm: an epochs.csv line."""
-        return {"epoch": self.epoch, "loss": self.loss, **self.scores, "grad_norm": self.grad_norm}
+        """epoch, loss, every score column in declared order, grad_norm (and lr with a
+        schedule): an epochs.csv line."""
+        lr = {} if self.lr is None else {"lr": self.lr}
+        return {"epoch": self.epoch, "loss": self.loss, **self.scores,
+                "grad_norm": self.grad_norm, **lr}
 
     def __getattr__(self, column: str) -> float:
         if column.startswith("_") or column == "scores":
@@ -252,7 +256,11 @@ def fit_run(config: Config, task: Task, seed: int, memory: EpochMemory,
     state and `save` writes a full checkpoint when one is due."""
     model = task.build_model(np.random.default_rng(seed))
     optimizer = build_optimizer(config.optim, model)
-    state = RunState(run_index, RunResult(seed=seed), model, optimizer, shuffle_generator(seed))
+    selected = task.metrics.metric(task.metrics.select)  # what a plateau schedule watches
+    schedule = build_schedule(config.optim, optimizer, config.train.epochs,
+                              selected.higher_is_better)
+    state = RunState(run_index, RunResult(seed=seed), model, optimizer, shuffle_generator(seed),
+                     schedule)
     if checkpoints is not None:
         checkpoints.restore(state)
     run = state.run
@@ -272,6 +280,7 @@ def _epochs(config: Config, task: Task, state: RunState, memory: EpochMemory,
     shuffle, clip = state.shuffle, config.train.grad_clip_norm
     patience, budget = config.train.patience, task.memory_budget()
     for epoch in range(state.epoch + 1, config.train.epochs + 1):
+        lr = optimizer.param_groups[0]["lr"] if state.schedule is not None else None
         t0 = time.perf_counter()
         traced = memory.begin(epoch)
         loss, grad_norm = train_epoch(model, optimizer, task.batches(model, shuffle), clip,
@@ -281,7 +290,7 @@ def _epochs(config: Config, task: Task, state: RunState, memory: EpochMemory,
         held, peak = (memory.end(run_nbytes(task.operands().values(), model, optimizer))
                       if traced else (None, None))
         _check_columns(task, scores)
-        row = EpochRow(epoch, loss, scores, grad_norm)
+        row = EpochRow(epoch, loss, scores, grad_norm, lr)
         stats = EpochStats(epoch, (t1 - t0) * 1e3, (time.perf_counter() - t0) * 1e3, held, peak,
                            **task.epoch_figures())
         alarms = _alarms(config, grad_norm)
@@ -297,6 +306,7 @@ def _epochs(config: Config, task: Task, state: RunState, memory: EpochMemory,
         else:
             _keep_if_best(run, model, task.metrics, row,  # an over-budget epoch counts too
                           config.train.min_delta)
+            step_schedule(state.schedule, scores[task.metrics.select])
             if event is not None and event.operand is None:
                 run.status, run.message = "over_budget", f"run {run_index}: {event.message}"
         if on_epoch is not None:

@@ -91,13 +91,13 @@ def _run_meta(run: RunResult) -> dict[str, Any]:
     return {"seed": run.seed, "status": run.status, "message": run.message,
             "best_epoch": run.best_epoch, "scores": dict(run.scores),
             "rows": [{"epoch": r.epoch, "loss": r.loss, "scores": dict(r.scores),
-                      "grad_norm": r.grad_norm} for r in run.rows],
+                      "grad_norm": r.grad_norm, "lr": r.lr} for r in run.rows],
             "stats": [dataclasses.asdict(s) for s in run.stats],
             "alarms": list(run.alarms), "events": list(run.events)}
 
 
 def _run_from(meta: dict[str, Any], state: dict[str, np.ndarray]) -> RunResult:
-    rows = [EpochRow(r["epoch"], r["loss"], Scores(r["scores"]), r["grad_norm"])
+    rows = [EpochRow(r["epoch"], r["loss"], Scores(r["scores"]), r["grad_norm"], r["lr"])
             for r in meta["rows"]]
     return RunResult(seed=meta["seed"], rows=rows,
                      stats=[EpochStats(**s) for s in meta["stats"]],

@@ -49,13 +49,17 @@ def resumed(folder):
 
 SERIES = {  # epochs 8, checkpoint every 3, two runs: stopped in the second run's epoch 5
     "full batch": {},
-    "sampled": {"batch_size": 8},
+    "sampled": {"train": {"batch_size": 8}},
+    "cosine schedule": {"optim": {"schedule": "cosine", "warmup": 2, "min_lr": 0.001}},
+    "plateau schedule": {"optim": {"schedule": "plateau", "plateau_patience": 0},
+                         "train": {"select": "acc"}},
 }
 
 
-@pytest.mark.parametrize("train", list(SERIES.values()), ids=list(SERIES))
-def test_a_run_stopped_and_resumed_is_bitwise_the_run_that_never_stopped(tmp_path, train):
-    config = make_config(train={"epochs": 8, "checkpoint_every": 3, "runs": 2, **train})
+@pytest.mark.parametrize("sections", list(SERIES.values()), ids=list(SERIES))
+def test_a_run_stopped_and_resumed_is_bitwise_the_run_that_never_stopped(tmp_path, sections):
+    train = {"epochs": 8, "checkpoint_every": 3, "runs": 2, **sections.get("train", {})}
+    config = make_config(**{**sections, "train": train})
     task = make_task(config)
     whole = fit(config, task)
     stopped = fit(config, task, should_stop=stop_after(8 + 5),
@@ -66,6 +70,8 @@ def test_a_run_stopped_and_resumed_is_bitwise_the_run_that_never_stopped(tmp_pat
     rest = resumed(tmp_path)
     assert [len(r.rows) for r in rest.runs] == [8, 8]
     assert_same_series(whole, rest)
+    if "optim" in sections:  # the schedule moved the rate, and the resumed run followed it
+        assert len({r.lr for r in rest.runs[1].rows}) > 1
 
 
 def test_a_run_aborted_mid_epoch_resumes_from_the_last_periodic_checkpoint(tmp_path):
