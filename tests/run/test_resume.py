@@ -53,6 +53,8 @@ SERIES = {  # epochs 8, checkpoint every 3, two runs: stopped in the second run'
     "cosine schedule": {"optim": {"schedule": "cosine", "warmup": 2, "min_lr": 0.001}},
     "plateau schedule": {"optim": {"schedule": "plateau", "plateau_patience": 0},
                          "train": {"select": "acc"}},
+    "batch norm, residual, jk": {"model": {"norm": "batch", "residual": True, "jk": "cat",
+                                           "layers": 3}},
 }
 
 
