@@ -6,11 +6,12 @@ from pathlib import Path
 
 import typer
 
+from mgsparse.cli.outputs import check_output
 from mgsparse.cli.progress import download_bar
 from mgsparse.cli.render import err_console, fail
 from mgsparse.config import load_config
 from mgsparse.errors import MgsparseError
-from mgsparse.run.predict import check_targets, predict_saved, write_predictions
+from mgsparse.run.predict import predict_saved, write_predictions
 
 
 def predict(
@@ -29,7 +30,9 @@ def predict(
     """Predict with a trained run: each node's class and class probabilities."""
     try:
         other = load_config(graph) if graph is not None else None
-        check_targets(out, embeddings)
+        taken: dict = {}
+        check_output(out, "--out", taken=taken)
+        check_output(embeddings, "--embeddings", suffixes=(".npy",), taken=taken)
         with download_bar() as progress:
             predictions = predict_saved(run_dir, split, other, run, embeddings is not None,
                                         progress)

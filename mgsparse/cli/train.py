@@ -99,7 +99,7 @@ def _downloads(silent: bool):
 
 
 def train(
-    config_path: Optional[Path] = typer.Argument(
+    config_path: Path | None = typer.Argument(
         None, metavar="[CONFIG]", help="YAML config, e.g. configs/cora.yaml (--resume: optional)"),
     set_: list[str] = typer.Option([], "--set", help="Override a key: --set optim.lr=0.005 (repeatable)"),
     runs: Optional[int] = typer.Option(None, "--runs", help="Repeat with seeds seed..seed+N-1"),
@@ -113,7 +113,7 @@ def train(
     partitions: Optional[Path] = typer.Option(
         None, "--partitions", help="Train over MPI on the parts `mgsparse partition` wrote: "
         "mpiexec -n K mgsparse train CONFIG --partitions DIR"),
-    resume: Optional[Path] = typer.Option(
+    resume: Path | None = typer.Option(
         None, "--resume", help="Continue the stopped run in DIR from its full checkpoint "
         "(bitwise the run that never stopped)", metavar="DIR"),
 ) -> None:

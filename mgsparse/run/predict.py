@@ -30,7 +30,7 @@ from mgsparse.data.user import load_node_ids
 from mgsparse.engine import no_grad
 from mgsparse.errors import ConfigError, DataError, MgsparseError
 from mgsparse.nn.module import Module
-from mgsparse.run.checkpoint import METRICS, check_output_dir, read_metrics, read_params
+from mgsparse.run.checkpoint import METRICS, read_metrics, read_params
 from mgsparse.run.kinds import make_task
 from mgsparse.run.task import Progress, Task
 from mgsparse.run.tasks.nodes import NodeTask
@@ -139,17 +139,14 @@ def predict_saved(out_dir: str | Path, split: str = "test", graph: Config | None
                        z / z.sum(axis=1, keepdims=True), hidden)
 
 
-def check_targets(*paths: str | Path | None) -> None:
-    """Prove before any work that each output file's folder can be written."""
-    for path in paths:
-        if path is not None:
-            check_output_dir(Path(path).parent)
-
-
 def write_predictions(predictions: Predictions, out: str | Path,
                       embeddings: str | Path | None = None) -> None:
-    """The CSV (and the embeddings' .npy), each written whole or not at all."""
+    """The CSV (and the embeddings' .npy), each written whole or not at all, their folders
+    created as `mkdir -p` would."""
     try:
+        for path in (out, embeddings):
+            if path is not None:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
         atomic_write(out, lambda f: f.write(predictions.csv()))
         if embeddings is not None and predictions.embeddings is not None:
             atomic_write(embeddings, lambda f: np.save(f, predictions.embeddings), "wb")
