@@ -108,3 +108,11 @@ def header_of(config, run):
     from mgsparse.run.loop import TrainResult
     task = make_task(config)
     return header(TrainResult(config, {}, [run], metrics=task.metrics))
+
+
+def test_train_metrics_on_a_point_cloud_is_a_config_error():
+    from mgsparse.errors import ConfigError
+    from tests.conftest import moons_config
+
+    with pytest.raises(ConfigError, match=r"train.metrics \['f1'\]: macro-F1 and AUC are node "):
+        make_task(moons_config("train.metrics=[f1]"))
