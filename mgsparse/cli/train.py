@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Iterator, Optional
 
 import typer
 
@@ -102,15 +102,15 @@ def train(
     config_path: Path | None = typer.Argument(
         None, metavar="[CONFIG]", help="YAML config, e.g. configs/cora.yaml (--resume: optional)"),
     set_: list[str] = typer.Option([], "--set", help="Override a key: --set optim.lr=0.005 (repeatable)"),
-    runs: Optional[int] = typer.Option(None, "--runs", help="Repeat with seeds seed..seed+N-1"),
-    epochs: Optional[int] = typer.Option(None, "--epochs", help="Override train.epochs"),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Write metrics.json and parameters here"),
+    runs: int | None = typer.Option(None, "--runs", help="Repeat with seeds seed..seed+N-1"),
+    epochs: int | None = typer.Option(None, "--epochs", help="Override train.epochs"),
+    out_dir: Path | None = typer.Option(None, "--out", help="Write metrics.json and parameters here"),
     memory_report: bool = typer.Option(False, "--memory-report", help="End with where the memory went"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live display, only the summary"),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout"),
-    plot: Optional[Path] = typer.Option(
+    plot: Path | None = typer.Option(
         None, "--plot", help="Save the run's pictures (.png, .svg or .pdf; needs matplotlib)"),
-    partitions: Optional[Path] = typer.Option(
+    partitions: Path | None = typer.Option(
         None, "--partitions", help="Train over MPI on the parts `mgsparse partition` wrote: "
         "mpiexec -n K mgsparse train CONFIG --partitions DIR"),
     resume: Path | None = typer.Option(
@@ -258,7 +258,7 @@ class _Writer:
     """Writes the run folder after every run; a failure (a full disk, a folder removed
     mid-run) is kept, not raised, so training goes on and the summary is still printed."""
 
-    def __init__(self, out_dir: Optional[Path]):
+    def __init__(self, out_dir: Path | None):
         self.out_dir, self.error, self.last = out_dir, None, None
 
     def __call__(self, result) -> None:

@@ -25,7 +25,7 @@ import scipy
 import mgsparse
 from mgsparse.data.atomic import atomic_write
 from mgsparse.errors import DataError
-from mgsparse.run.loop import EpochStats, TrainResult
+from mgsparse.run.results import EpochStats, TrainResult
 from mgsparse.run.task import ACCURACY_METRICS, TaskMetrics
 
 METRICS = "metrics.json"

@@ -37,7 +37,8 @@ from mgsparse.data.atomic import atomic_write
 from mgsparse.errors import ConfigError, DataError, MgsparseError
 from mgsparse.nn.module import Module
 from mgsparse.run.checkpoint import output_dir
-from mgsparse.run.loop import EpochRow, EpochStats, RunResult, RunState
+from mgsparse.run.loop import RunState
+from mgsparse.run.results import EpochRow, EpochStats, RunResult
 from mgsparse.run.task import Scores
 
 CHECKPOINT = "checkpoint.npz"

@@ -105,7 +105,7 @@ def test_train_metrics_add_macro_f1_and_auc_which_select_may_choose():
 
 
 def header_of(config, run):
-    from mgsparse.run.loop import TrainResult
+    from mgsparse.run.results import TrainResult
     task = make_task(config)
     return header(TrainResult(config, {}, [run], metrics=task.metrics))
 
