@@ -24,8 +24,8 @@ import numpy as np
 from mgsparse.bench.sweep import FIT_MIN_NNZ, SweepResult
 from mgsparse.cli.outputs import PICTURES, make_parents, remove_empty
 from mgsparse.errors import ConfigError, DataError, MgsparseError
-from mgsparse.run.loop import RunResult, TrainResult
 from mgsparse.run.monitor import MB
+from mgsparse.run.results import RunResult, TrainResult
 from mgsparse.run.task import Task, TaskMetrics
 from mgsparse.run.tasks.points import PointTask
 

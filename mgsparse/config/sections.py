@@ -129,6 +129,14 @@ class TrainConfig:
     # full batch computed on the rows the loss and scores read, and their neighbourhoods
     # (run/field.py); "auto": when that is at most half the graph
     receptive_field: bool | Literal["auto"] = "auto"
+    # a full checkpoint (for `mgsparse train --resume`) every N epochs; null: only when a run
+    # is stopped (Ctrl-C, SIGTERM). Written with --out only.
+    checkpoint_every: int | None = _num(None, ge=1)
+    # the validation metric that picks the best epoch: loss, acc, or any the task declares
+    # (f1, auc with train.metrics); null: the task's own (classification: loss)
+    select: str | None = None
+    min_delta: float = _num(0.0, ge=0)  # a better epoch must beat the best by more than this
+    metrics: tuple[Literal["f1", "auc"], ...] | None = None  # node classification: extra scores
 
 
 @dataclass(frozen=True)

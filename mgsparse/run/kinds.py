@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from mgsparse.catalog import is_points
 from mgsparse.config import Config
+from mgsparse.errors import ConfigError
 from mgsparse.run.budget import budget_bytes, fit_within_budget
 from mgsparse.run.placed import load_graph
-from mgsparse.run.task import Progress, Task
+from mgsparse.run.task import Progress, Task, selecting
 from mgsparse.run.tasks.nodes import GraphTask
 from mgsparse.run.tasks.points import PointTask
 from mgsparse.run.tasks.sampled import SampledGraphTask
@@ -24,11 +25,15 @@ def make_task(config: Config, progress: Progress | None = None) -> Task:
     set_num_threads(config.sparse.threads)  # kernels' pool; BLAS kept to one thread
     budget = budget_bytes(config.monitor)
     if is_points(config.dataset.name):
+        if config.train.metrics:
+            raise ConfigError(f"train.metrics {list(config.train.metrics)}: macro-F1 and AUC "
+                              "are node classification's; a point cloud scores accuracy")
         task: Task = PointTask(config)
     elif config.train.batch_size is not None:  # a graph model on sampled mini-batches
         task = SampledGraphTask(config, load_graph(config.dataset, progress), budget=budget)
     else:
         task = GraphTask(config, load_graph(config.dataset, progress), budget=budget)
+    task.metrics = selecting(task.metrics, config.train.select)
     task.budget = budget
     task.budget_events = tuple(fit_within_budget(task, config, budget))
     return task

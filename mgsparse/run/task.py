@@ -24,6 +24,7 @@ config asks for. A new kind of run is a new Task in `mgsparse.run.tasks`, never 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
@@ -34,6 +35,7 @@ import numpy as np
 
 from mgsparse.config import Config
 from mgsparse.engine import Tensor
+from mgsparse.errors import ConfigError
 from mgsparse.nn.module import Module
 
 Batch = Callable[[], tuple[Tensor, int]]  # -> (loss, number of targets it averages over)
@@ -175,6 +177,20 @@ class TaskMetrics:
         if best is None:
             return True
         return value > best if self.metric(self.select).higher_is_better else value < best
+
+
+def selecting(metrics: TaskMetrics, select: str | None) -> TaskMetrics:
+    """`metrics` with the validation column `select` picking the best epoch (`train.select`):
+    a metric's name (loss, acc, auc: its ``val_`` column) or a column; None keeps the task's."""
+    if select is None:
+        return metrics
+    column = select if select in metrics.names else f"val_{select}"
+    if column not in metrics.names or metrics.metric(column).split != "val":
+        names = [m.name for m in metrics.columns if m.split == "val"]
+        raise ConfigError(f"train.select {select!r} is not a validation metric of this run; "
+                          f"choose one of {', '.join(names)} (train.metrics adds f1 and auc "
+                          "to node classification)")
+    return dataclasses.replace(metrics, select=column)
 
 
 ACCURACY_METRICS = TaskMetrics(
