@@ -41,7 +41,8 @@ class TrainDisplay:
         self.config = config
         self.metrics = metrics
         self.log_every = config.monitor.log_every
-        self.total = config.train.epochs * config.train.runs
+        self.runs = config.train.folds or config.train.runs  # k-fold: one run per fold
+        self.total = config.train.epochs * self.runs
         self.ratios = tuple(f"{densities[k]:.2%}" if k in densities else "-"
                             for k in ("adjacency", "features"))
         self.rows: list[tuple[str, ...]] = []
@@ -70,8 +71,10 @@ class TrainDisplay:
         table = Table(title=f"{self.config.model.kind.upper()} on {self.config.dataset.name}",
                       title_justify="left",
                       box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False)
-        skip = 0 if self.config.train.runs > 1 else 1  # the run column only when there are runs
-        for col in columns(self.metrics)[skip:]:
+        skip = 0 if self.runs > 1 else 1  # the run column only when there are runs
+        heads = columns(self.metrics)
+        heads = ("fold", *heads[1:]) if self.config.train.folds else heads
+        for col in heads[skip:]:
             table.add_column(col, justify="right", no_wrap=True)
         for row in self.rows[-MAX_ROWS:]:
             table.add_row(*row[skip:])

@@ -82,6 +82,9 @@ def train(
     set_: list[str] = typer.Option([], "--set", help="Override a key: --set optim.lr=0.005 (repeatable)"),
     runs: Optional[int] = typer.Option(None, "--runs", help="Repeat with seeds seed..seed+N-1"),
     epochs: Optional[int] = typer.Option(None, "--epochs", help="Override train.epochs"),
+    folds: Optional[int] = typer.Option(
+        None, "--folds", help="Graph classification: stratified k-fold cross-validation, one "
+        "model per fold, the test folds' accuracy as mean ± std (train.folds)"),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Write metrics.json and parameters here"),
     memory_report: bool = typer.Option(False, "--memory-report", help="End with where the memory went"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live display, only the summary"),
@@ -98,6 +101,7 @@ def train(
     overrides = list(set_)
     overrides += [f"train.runs={runs}"] if runs is not None else []
     overrides += [f"train.epochs={epochs}"] if epochs is not None else []
+    overrides += [f"train.folds={folds}"] if folds is not None else []
     try:
         config = load_config(config_path, overrides)
         if plot:

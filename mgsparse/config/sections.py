@@ -78,6 +78,7 @@ class ModelConfig:
     learn_edge_weight: bool = False
     normalize: bool = False
     train_eps: bool = False  # gin: learn ε (GIN-ε) instead of the fixed 0 (GIN-0)
+    readout: Literal["sum", "mean", "max"] = "sum"  # graph classification: nodes -> graph
     head: Literal["softmax", "sigmoid"] = "softmax"  # sigmoid: point clouds only
     keyed_dropout: bool = False  # masks hashed from node ids: the masks a partitioned run draws
 
@@ -113,6 +114,12 @@ class TrainConfig:
     # full batch computed on the rows the loss and scores read, and their neighbourhoods
     # (run/field.py); "auto": when that is at most half the graph
     receptive_field: bool | Literal["auto"] = "auto"
+    # graph classification: stratified k-fold cross-validation, one run per fold (null: a
+    # stratified 80/10/10 split)
+    folds: int | None = _num(None, ge=2)
+    # the column that picks the best epoch; auto: the task's own (graph classification
+    # val_acc as Errica et al., node classification val_loss)
+    select: Literal["auto", "val_loss", "val_acc"] = "auto"
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from mgsparse.catalog import is_points
+import dataclasses
+
+from mgsparse.catalog import is_graphset, is_points
 from mgsparse.config import Config
+from mgsparse.errors import ConfigError
 from mgsparse.run.budget import budget_bytes, fit_within_budget
 from mgsparse.run.placed import load_graph
 from mgsparse.run.task import Progress, Task
+from mgsparse.run.tasks.graphs import GraphClassificationTask
 from mgsparse.run.tasks.nodes import GraphTask
 from mgsparse.run.tasks.points import PointTask
 from mgsparse.run.tasks.sampled import SampledGraphTask
@@ -25,10 +29,24 @@ def make_task(config: Config, progress: Progress | None = None) -> Task:
     budget = budget_bytes(config.monitor)
     if is_points(config.dataset.name):
         task: Task = PointTask(config)
+    elif is_graphset(config.dataset.name):  # one label per graph, batches of graphs
+        task = GraphClassificationTask(config, load_graph(config.dataset, progress),
+                                       budget=budget)
     elif config.train.batch_size is not None:  # a graph model on sampled mini-batches
         task = SampledGraphTask(config, load_graph(config.dataset, progress), budget=budget)
     else:
         task = GraphTask(config, load_graph(config.dataset, progress), budget=budget)
     task.budget = budget
+    _select(task, config.train.select)
     task.budget_events = tuple(fit_within_budget(task, config, budget))
     return task
+
+
+def _select(task: Task, column: str) -> None:
+    """`train.select`: the validation column that picks the best epoch, if not the task's."""
+    if column == "auto" or column == task.metrics.select:
+        return
+    if column not in task.metrics.names:
+        raise ConfigError(f"train.select {column!r} is not a score of this task "
+                          f"({', '.join(task.metrics.names)})")
+    task.metrics = dataclasses.replace(task.metrics, select=column)

@@ -106,11 +106,14 @@ class Summary:
     peak_memory_mb: float
     paper_test_acc: float | None
     status: str  # ok | interrupted | diverged | over_budget
+    folds: dict[str, list[float]] = field(default_factory=dict)  # k-fold: column -> per fold
 
     def as_dict(self) -> dict:
         """metrics.json's summary: runs, the score keys in declared order, then the rest."""
         d = dataclasses.asdict(self)
         scores = d.pop("scores")
+        if not d["folds"]:
+            d.pop("folds")
         return {"runs": d.pop("runs"), **scores, **d}
 
     def __getattr__(self, key: str) -> float:
@@ -153,7 +156,13 @@ class TrainResult:
             best_epochs=[int(r.best_epoch) for r in done],
             epoch_time_ms_median=float(np.median(times)) if times else 0.0,
             total_time_s=float(sum(times)) / 1e3, peak_memory_mb=float(self.peak_memory_mb),
-            paper_test_acc=paper, status=status)
+            paper_test_acc=paper, status=status, folds=self._folds(done))
+
+    def _folds(self, done: list[RunResult]) -> dict[str, list[float]]:
+        """A k-fold run's summarised columns, fold by fold (run i is fold i)."""
+        if not getattr(self.config.train, "folds", None):
+            return {}
+        return {c: [r.scores.get(c, 0.0) for r in done] for c in self.metrics.summary_columns}
 
 
 def summary_scores(metrics: TaskMetrics, runs: list[RunResult]) -> dict[str, float]:
@@ -308,7 +317,8 @@ def _finish(run: RunResult, model: Module, task: Task) -> None:
 def fit(config: Config, task: Task, on_epoch: EpochCallback | None = None,
         on_run_end: Callable[[TrainResult], None] | None = None,
         should_stop: StopFn | None = None) -> TrainResult:
-    """`config.train.runs` runs with seeds seed, seed+1, …; an interrupted, diverged or
+    """`task.num_runs()` runs (`train.runs`, or one per fold) with seeds seed, seed+1, …, each
+    announced to the task first (`begin_run`: a fold's splits); an interrupted, diverged or
     over-budget run ends the series."""
     result = TrainResult(config=config, placement=task.placement,
                          events=[dataclasses.asdict(e) for e in task.budget_events],
@@ -316,7 +326,8 @@ def fit(config: Config, task: Task, on_epoch: EpochCallback | None = None,
     memory = EpochMemory(config.monitor.memory, config.monitor.log_every)
     # Overflow is detected and reported as divergence; numpy's own warnings would only repeat it.
     with np.errstate(over="ignore", invalid="ignore"):
-        for i in range(config.train.runs):
+        for i in range(task.num_runs()):
+            task.begin_run(i)
             run = fit_run(config, task, config.train.seed + i, memory, on_epoch, i, should_stop)
             result.runs.append(run)
             result.peak_memory_mb = memory.peak_mb

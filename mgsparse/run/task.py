@@ -240,6 +240,15 @@ class Task(ABC):
         the operands were placed under (`make_task` computes it once; None: no limit)."""
         return self.budget
 
+    def num_runs(self) -> int:
+        """How many runs the loop trains: `train.runs` (seeds seed, seed+1, ...), or a
+        task's own count (graph classification: one per fold)."""
+        return self.config.train.runs
+
+    def begin_run(self, index: int) -> None:
+        """Run `index` is about to start (or its saved model to be scored again): a task
+        whose runs differ in their data (a fold) switches to that run's here."""
+
     def restore(self, state: dict[str, np.ndarray]) -> Module:
         """The model of a finished run, from its saved parameters, in eval mode."""
         model = self.build_model(np.random.default_rng(0))
