@@ -286,9 +286,10 @@ def _epochs(config: Config, task: Task, model: Module, optimizer: Optimizer, run
 
 def _keep_if_best(run: RunResult, model: Module, metrics: TaskMetrics, row: EpochRow) -> None:
     """Keep `model`'s parameters as the run's best if `row`'s selection column beats the best
-    epoch's so far (in the direction its metric declares); patience counts from that epoch."""
-    best = run.rows[run.best_epoch - 1].scores[metrics.select] if run.best_epoch else None
-    if metrics.better(row.scores[metrics.select], best):
+    epoch's so far (in the direction its metric declares; `metrics.tie_break` decides a tie);
+    patience counts from that epoch."""
+    best = run.rows[run.best_epoch - 1].scores if run.best_epoch else None
+    if metrics.beats(row.scores, best):
         run.best_epoch, run.state = row.epoch, model.state_dict()
 
 

@@ -118,7 +118,9 @@ class TaskMetrics:
       ``<column>_std`` (default: mean and std of each test column, then each val column);
     - `per_run`: the best epoch's columns metrics.json gives each run (default: all);
     - `live`: the live table's score columns, in order (default: those not on the test split);
-    - `legend`: what the live caption says of them (default: "short: label" for each).
+    - `legend`: what the live caption says of them (default: "short: label" for each);
+    - `tie_break`: a column that decides between epochs equal on `select` (a validation
+      accuracy of a few dozen graphs ties often; the lower validation loss then wins).
     """
 
     columns: tuple[Metric, ...]
@@ -127,6 +129,7 @@ class TaskMetrics:
     per_run: tuple[str, ...] = ()
     live: tuple[str, ...] = ()
     legend: str = ""
+    tie_break: str = ""
     _by_name: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -140,8 +143,8 @@ class TaskMetrics:
                     "live": tuple(m.column for m in self.columns if m.split != "test")}
         for key, value in defaults.items():
             object.__setattr__(self, key, getattr(self, key) or value)
-        unknown = [c for c in (self.select, *self.per_run, *self.live, *self.summary_columns)
-                   if c not in self._by_name]
+        unknown = [c for c in (self.select, *self.per_run, *self.live, *self.summary_columns,
+                               *filter(None, [self.tie_break])) if c not in self._by_name]
         if unknown or not all(k.endswith(("_mean", "_std")) for k in self.summary):
             raise ValueError(f"metric declaration names {unknown or self.summary} outside its "
                              f"columns {names} (summary keys end in _mean or _std)")
@@ -175,6 +178,15 @@ class TaskMetrics:
         if best is None:
             return True
         return value > best if self.metric(self.select).higher_is_better else value < best
+
+    def beats(self, scores: Mapping[str, float], best: Mapping[str, float] | None) -> bool:
+        """Whether an epoch's `scores` beat the best epoch's: on `select`, and on `tie_break`
+        when the two are equal there."""
+        if best is None or not self.tie_break or scores[self.select] != best[self.select]:
+            return self.better(scores[self.select], None if best is None else best[self.select])
+        tie = self.metric(self.tie_break)
+        value, other = scores[tie.column], best[tie.column]
+        return math.isfinite(value) and (value > other if tie.higher_is_better else value < other)
 
 
 ACCURACY_METRICS = TaskMetrics(
