@@ -192,7 +192,7 @@ def main() -> None:
     for name, rec in results.items():
         wall[name], cpu[name] = statistics.median(rec["times"]), statistics.median(rec["cpu"])
         val, test = rec["best"]
-        print(f"  {name:9s} epoch median {wall[name]:8.1f} ms wall, {cpu[name]:8.1f} ms CPU   "
+        print(f"  {name + ':':10s} epoch median {wall[name]:8.1f} ms wall, {cpu[name]:8.1f} ms CPU   "
               f"best val {val:.3f}, test there {test:.3f}")
     print(f"  mgsparse / PyG epoch time: {wall['mgsparse'] / wall['PyG']:.2f} wall, "
           f"{cpu['mgsparse'] / cpu['PyG']:.2f} CPU")
