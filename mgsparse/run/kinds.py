@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from mgsparse.catalog import is_graphset, is_points
 from mgsparse.config import Config
 from mgsparse.errors import ConfigError
 from mgsparse.run.budget import budget_bytes, fit_within_budget
 from mgsparse.run.placed import load_graph
-from mgsparse.run.task import Progress, Task
+from mgsparse.run.task import Progress, Task, selecting
 from mgsparse.run.tasks.graphs import GraphClassificationTask
 from mgsparse.run.tasks.nodes import GraphTask
 from mgsparse.run.tasks.points import PointTask
@@ -28,6 +26,9 @@ def make_task(config: Config, progress: Progress | None = None) -> Task:
     set_num_threads(config.sparse.threads)  # kernels' pool; BLAS kept to one thread
     budget = budget_bytes(config.monitor)
     if is_points(config.dataset.name):
+        if config.train.metrics:
+            raise ConfigError(f"train.metrics {list(config.train.metrics)}: macro-F1 and AUC "
+                              "are node classification's; a point cloud scores accuracy")
         task: Task = PointTask(config)
     elif is_graphset(config.dataset.name):  # one label per graph, batches of graphs
         task = GraphClassificationTask(config, load_graph(config.dataset, progress),
@@ -36,17 +37,8 @@ def make_task(config: Config, progress: Progress | None = None) -> Task:
         task = SampledGraphTask(config, load_graph(config.dataset, progress), budget=budget)
     else:
         task = GraphTask(config, load_graph(config.dataset, progress), budget=budget)
+    task.metrics = selecting(task.metrics, config.train.select)
     task.budget = budget
-    _select(task, config.train.select)
     task.budget_events = tuple(fit_within_budget(task, config, budget))
     return task
 
-
-def _select(task: Task, column: str) -> None:
-    """`train.select`: the validation column that picks the best epoch, if not the task's."""
-    if column == "auto" or column == task.metrics.select:
-        return
-    if column not in task.metrics.names:
-        raise ConfigError(f"train.select {column!r} is not a score of this task "
-                          f"({', '.join(task.metrics.names)})")
-    task.metrics = dataclasses.replace(task.metrics, select=column)

@@ -24,6 +24,7 @@ config asks for. A new kind of run is a new Task in `mgsparse.run.tasks`, never 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
@@ -34,6 +35,7 @@ import numpy as np
 
 from mgsparse.config import Config
 from mgsparse.engine import Tensor
+from mgsparse.errors import ConfigError
 from mgsparse.nn.module import Module
 
 Batch = Callable[[], tuple[Tensor, int]]  # -> (loss, number of targets it averages over)
@@ -179,14 +181,34 @@ class TaskMetrics:
             return True
         return value > best if self.metric(self.select).higher_is_better else value < best
 
-    def beats(self, scores: Mapping[str, float], best: Mapping[str, float] | None) -> bool:
-        """Whether an epoch's `scores` beat the best epoch's: on `select`, and on `tie_break`
-        when the two are equal there."""
-        if best is None or not self.tie_break or scores[self.select] != best[self.select]:
-            return self.better(scores[self.select], None if best is None else best[self.select])
+    def beats(self, scores: Mapping[str, float], best: Mapping[str, float] | None,
+              min_delta: float = 0.0) -> bool:
+        """Whether an epoch's `scores` beat the best epoch's: on `select` by more than
+        `min_delta`, and on `tie_break` when the two are equal there (min_delta 0)."""
+        if best is None:
+            return self.better(scores[self.select], None)
+        target = best[self.select]
+        if min_delta:
+            target += min_delta if self.metric(self.select).higher_is_better else -min_delta
+        if not self.tie_break or min_delta or scores[self.select] != target:
+            return self.better(scores[self.select], target)
         tie = self.metric(self.tie_break)
         value, other = scores[tie.column], best[tie.column]
         return math.isfinite(value) and (value > other if tie.higher_is_better else value < other)
+
+
+def selecting(metrics: TaskMetrics, select: str | None) -> TaskMetrics:
+    """`metrics` with the validation column `select` picking the best epoch (`train.select`):
+    a metric's name (loss, acc, auc: its ``val_`` column) or a column; None keeps the task's."""
+    if select is None:
+        return metrics
+    column = select if select in metrics.names else f"val_{select}"
+    if column not in metrics.names or metrics.metric(column).split != "val":
+        names = [m.name for m in metrics.columns if m.split == "val"]
+        raise ConfigError(f"train.select {select!r} is not a validation metric of this run; "
+                          f"choose one of {', '.join(names)} (train.metrics adds f1 and auc "
+                          "to node classification)")
+    return dataclasses.replace(metrics, select=column)
 
 
 ACCURACY_METRICS = TaskMetrics(

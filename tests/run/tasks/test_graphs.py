@@ -13,8 +13,7 @@ from mgsparse.data.graph import undirected_edges
 from mgsparse.data.graphset import GraphSet
 from mgsparse.errors import ConfigError
 from mgsparse.run import fit
-from mgsparse.run.kinds import _select
-from mgsparse.run.task import shuffle_generator
+from mgsparse.run.task import selecting, shuffle_generator
 from mgsparse.run.tasks.graphs import (
     GraphClassificationTask,
     graph_batch,
@@ -119,8 +118,9 @@ def test_the_loop_trains_one_run_per_fold_and_reports_each():
 
 def test_train_select_switches_the_selection_column():
     task = GraphClassificationTask(graph_config(), toy_graphs(20))
-    _select(task, "val_loss")
+    task.metrics = selecting(task.metrics, "loss")
     assert task.metrics.select == "val_loss" and type(task).metrics.select == "val_acc"
+    assert task.metrics.tie_break == "val_loss"
 
 
 def _step_peak(task: GraphClassificationTask) -> int:
