@@ -48,7 +48,8 @@ class TrainDisplay:
         self.metrics = metrics
         self.lr = config.optim.schedule != "none"  # a column only when a schedule moves it
         self.log_every = config.monitor.log_every
-        self.total = config.train.epochs * config.train.runs
+        self.runs = config.train.folds or config.train.runs  # k-fold: one run per fold
+        self.total = config.train.epochs * self.runs
         self.ratios = tuple(f"{densities[k]:.2%}" if k in densities else "-"
                             for k in ("adjacency", "features"))
         self.rows: list[tuple[str, ...]] = []
@@ -96,7 +97,8 @@ class TrainDisplay:
                       box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False)
         every = columns(self.metrics, self.lr)
         keep = [every.index(col) for col in shown]
-        for col in shown:
+        for col in shown:  # k-fold: run i is fold i
+            col = "fold" if col == "run" and self.config.train.folds else col
             table.add_column(col, justify="right", no_wrap=True)
         for row in self.rows[len(self.rows) - rows:] if rows else ():
             table.add_row(*(row[i] for i in keep))
@@ -106,7 +108,7 @@ class TrainDisplay:
         """The columns whose cells all fit the width whole: the run column only when there
         are runs, then columns left out in `DROP_ORDER` until the table's widest row fits."""
         shown = [c for c in columns(self.metrics, self.lr)
-                 if c != "run" or self.config.train.runs > 1]
+                 if c != "run" or self.runs > 1]
         rows, unbounded = min(MAX_ROWS, len(self.rows)), options.update_width(10**6)
         for dropped in (None, *DROP_ORDER):
             if dropped in shown:

@@ -104,6 +104,9 @@ def train(
     set_: list[str] = typer.Option([], "--set", help="Override a key: --set optim.lr=0.005 (repeatable)"),
     runs: int | None = typer.Option(None, "--runs", help="Repeat with seeds seed..seed+N-1"),
     epochs: int | None = typer.Option(None, "--epochs", help="Override train.epochs"),
+    folds: int | None = typer.Option(
+        None, "--folds", help="Graph classification: stratified k-fold cross-validation, one "
+        "model per fold, the test folds' accuracy as mean ± std (train.folds)"),
     out_dir: Path | None = typer.Option(None, "--out", help="Write metrics.json and parameters here"),
     memory_report: bool = typer.Option(False, "--memory-report", help="End with where the memory went"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live display, only the summary"),
@@ -123,6 +126,7 @@ def train(
     overrides = list(set_)
     overrides += [f"train.runs={runs}"] if runs is not None else []
     overrides += [f"train.epochs={epochs}"] if epochs is not None else []
+    overrides += [f"train.folds={folds}"] if folds is not None else []
     try:
         config, checkpoints, out_dir = _config_and_checkpoints(config_path, overrides, out_dir,
                                                                resume)

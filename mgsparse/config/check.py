@@ -17,7 +17,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from mgsparse.catalog import DATASETS, MODELS, is_points
+from mgsparse.catalog import DATASETS, GRAPH_CLASSIFIER_KINDS, MODELS, is_graphset, is_points
 from mgsparse.config.sections import FILE_KEYS, Config, DatasetConfig, ModelConfig
 from mgsparse.config.yaml import Where
 from mgsparse.errors import ConfigError
@@ -151,6 +151,7 @@ def check_combination(config: Config, where: Where) -> None:
     if config.train.receptive_field is True and not is_points(config.dataset.name):
         _check_receptive_field(config.model, _sampled(config), where)
     _check_loss(config, where)
+    _check_graph_classification(config, where)
     _check_schedule(config, where)
 
 
@@ -161,7 +162,8 @@ def _graphless() -> list[str]:
 
 def _sampled(config: Config) -> bool:
     """A graph run on neighbour-sampled mini-batches (point clouds batch without sampling)."""
-    return config.train.batch_size is not None and not is_points(config.dataset.name)
+    name = config.dataset.name
+    return config.train.batch_size is not None and not (is_points(name) or is_graphset(name))
 
 
 def _check_data(config: Config, where: Where) -> None:
@@ -267,6 +269,24 @@ def _check_receptive_field(model: ModelConfig, sampled: bool, where: Where) -> N
     if why:
         raise ConfigError(f"{where(('train', 'receptive_field'))}: train.receptive_field: "
                           f"true cannot apply: {why} (use auto or false)")
+
+
+def _check_graph_classification(config: Config, where: Where) -> None:
+    """k-fold runs classify sets of graphs, one model per fold; a set of graphs needs a
+    model with a graph classifier's shape."""
+    data, train, kind = config.dataset, config.train, config.model.kind
+    if train.folds is not None and not is_graphset(data.name):
+        raise ConfigError(f"{where(('train', 'folds'))}: train.folds (k-fold cross-validation) "
+                          f"is for sets of graphs (graph classification); dataset "
+                          f"{data.name!r} is not one")
+    if train.folds is not None and train.runs > 1:
+        raise ConfigError(f"{where(('train', 'runs'))}: train.runs {train.runs} with "
+                          f"train.folds {train.folds}: a k-fold run trains one model per "
+                          f"fold (set runs: 1)")
+    if is_graphset(data.name) and kind not in GRAPH_CLASSIFIER_KINDS:
+        raise ConfigError(f"{where(('model', 'kind'))}: model.kind {kind!r} has no graph "
+                          f"classifier for dataset {data.name!r}; use one of "
+                          f"{', '.join(GRAPH_CLASSIFIER_KINDS)}")
 
 
 def _check_schedule(config: Config, where: Where) -> None:

@@ -78,6 +78,7 @@ class ModelConfig:
     learn_edge_weight: bool = False
     normalize: bool = False
     train_eps: bool = False  # gin: learn ε (GIN-ε) instead of the fixed 0 (GIN-0)
+    readout: Literal["sum", "mean", "max"] = "sum"  # graph classification: nodes -> graph
     head: Literal["softmax", "sigmoid"] = "softmax"  # sigmoid: point clouds only
     keyed_dropout: bool = False  # masks hashed from node ids: the masks a partitioned run draws
     residual: bool = False  # h + layer(h) where a layer keeps the width
@@ -137,6 +138,9 @@ class TrainConfig:
     select: str | None = None
     min_delta: float = _num(0.0, ge=0)  # a better epoch must beat the best by more than this
     metrics: tuple[Literal["f1", "auc"], ...] | None = None  # node classification: extra scores
+    # graph classification: stratified k-fold cross-validation, one run per fold (null: a
+    # stratified 80/10/10 split)
+    folds: int | None = _num(None, ge=2)
 
 
 @dataclass(frozen=True)

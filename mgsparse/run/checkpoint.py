@@ -62,7 +62,8 @@ def metrics_dict(result: TrainResult) -> dict[str, Any]:
     runs = []
     for i, r in enumerate(result.runs):
         runs.append({
-            "run": i, "seed": r.seed, "status": r.status, "message": r.message,
+            "run": i, **({"fold": i} if result.config.train.folds else {}),
+            "seed": r.seed, "status": r.status, "message": r.message,
             "best_epoch": r.best_epoch,
             **{c: r.scores.get(c, 0.0) for c in result.metrics.per_run},
             "params": f"params_run{i}.npz" if r.state else None,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from mgsparse.catalog import is_points
+from mgsparse.catalog import is_graphset, is_points
 from mgsparse.config import Config
 from mgsparse.errors import ConfigError
 from mgsparse.run.budget import budget_bytes, fit_within_budget
 from mgsparse.run.placed import load_graph
 from mgsparse.run.task import Progress, Task, selecting
+from mgsparse.run.tasks.graphs import GraphClassificationTask
 from mgsparse.run.tasks.nodes import GraphTask
 from mgsparse.run.tasks.points import PointTask
 from mgsparse.run.tasks.sampled import SampledGraphTask
@@ -29,6 +30,9 @@ def make_task(config: Config, progress: Progress | None = None) -> Task:
             raise ConfigError(f"train.metrics {list(config.train.metrics)}: macro-F1 and AUC "
                               "are node classification's; a point cloud scores accuracy")
         task: Task = PointTask(config)
+    elif is_graphset(config.dataset.name):  # one label per graph, batches of graphs
+        task = GraphClassificationTask(config, load_graph(config.dataset, progress),
+                                       budget=budget)
     elif config.train.batch_size is not None:  # a graph model on sampled mini-batches
         task = SampledGraphTask(config, load_graph(config.dataset, progress), budget=budget)
     else:
@@ -37,3 +41,4 @@ def make_task(config: Config, progress: Progress | None = None) -> Task:
     task.budget = budget
     task.budget_events = tuple(fit_within_budget(task, config, budget))
     return task
+

@@ -197,12 +197,10 @@ def _checkpoint_due(config: Config, epoch: int) -> bool:
 def _keep_if_best(run: RunResult, model: Module, metrics: TaskMetrics, row: EpochRow,
                   min_delta: float = 0.0) -> None:
     """Keep `model`'s parameters as the run's best if `row`'s selection column beats the best
-    epoch's so far by more than `min_delta` (in the direction its metric declares); patience
-    counts from that epoch."""
-    best = run.rows[run.best_epoch - 1].scores[metrics.select] if run.best_epoch else None
-    if best is not None and min_delta:
-        best += min_delta if metrics.metric(metrics.select).higher_is_better else -min_delta
-    if metrics.better(row.scores[metrics.select], best):
+    epoch's so far by more than `min_delta` (in the direction its metric declares;
+    `metrics.tie_break` decides a tie); patience counts from that epoch."""
+    best = run.rows[run.best_epoch - 1].scores if run.best_epoch else None
+    if metrics.beats(row.scores, best, min_delta):
         run.best_epoch, run.state = row.epoch, model.state_dict()
 
 
@@ -232,7 +230,8 @@ def fit(config: Config, task: Task, on_epoch: EpochCallback | None = None,
         on_run_end: Callable[[TrainResult], None] | None = None,
         should_stop: StopFn | None = None,
         checkpoints: Checkpoints | None = None) -> TrainResult:
-    """`config.train.runs` runs with seeds seed, seed+1, …; an interrupted, diverged or
+    """`task.num_runs()` runs (`train.runs`, or one per fold) with seeds seed, seed+1, …, each
+    announced to the task first (`begin_run`: a fold's splits); an interrupted, diverged or
     over-budget run ends the series. With `checkpoints`, full checkpoints are written as
     they fall due, and a resumed series starts after its finished runs."""
     result = TrainResult(config=config, placement=task.placement,
@@ -243,7 +242,8 @@ def fit(config: Config, task: Task, on_epoch: EpochCallback | None = None,
     result.runs.extend(checkpoints.runs_done if checkpoints is not None else ())
     save = None if checkpoints is None else (lambda s: checkpoints.save(s, result.runs))
     with np.errstate(over="ignore", invalid="ignore"):
-        for i in range(len(result.runs), config.train.runs):
+        for i in range(len(result.runs), task.num_runs()):
+            task.begin_run(i)
             run = fit_run(config, task, config.train.seed + i, memory, on_epoch, i, should_stop,
                           checkpoints, save)
             result.runs.append(run)

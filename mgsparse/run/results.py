@@ -98,11 +98,14 @@ class Summary:
     peak_memory_mb: float
     paper_test_acc: float | None
     status: str  # ok | interrupted | diverged | over_budget
+    folds: dict[str, list[float]] = field(default_factory=dict)  # k-fold: column -> per fold
 
     def as_dict(self) -> dict:
         """metrics.json's summary: runs, the score keys in declared order, then the rest."""
         d = dataclasses.asdict(self)
         scores = d.pop("scores")
+        if not d["folds"]:
+            d.pop("folds")
         return {"runs": d.pop("runs"), **scores, **d}
 
     def __getattr__(self, key: str) -> float:
@@ -145,7 +148,13 @@ class TrainResult:
             best_epochs=[int(r.best_epoch) for r in done],
             epoch_time_ms_median=float(np.median(times)) if times else 0.0,
             total_time_s=float(sum(times)) / 1e3, peak_memory_mb=float(self.peak_memory_mb),
-            paper_test_acc=paper, status=status)
+            paper_test_acc=paper, status=status, folds=self._folds(done))
+
+    def _folds(self, done: list[RunResult]) -> dict[str, list[float]]:
+        """A k-fold run's summarised columns, fold by fold (run i is fold i)."""
+        if not getattr(self.config.train, "folds", None):
+            return {}
+        return {c: [r.scores.get(c, 0.0) for r in done] for c in self.metrics.summary_columns}
 
 
 def summary_scores(metrics: TaskMetrics, runs: list[RunResult]) -> dict[str, float]:
