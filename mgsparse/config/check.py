@@ -17,7 +17,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from mgsparse.catalog import DATASETS, MODELS, is_points
+from mgsparse.catalog import DATASETS, MODELS, is_graphset, is_points
 from mgsparse.config.sections import FILE_KEYS, Config, DatasetConfig, ModelConfig
 from mgsparse.config.yaml import Where
 from mgsparse.errors import ConfigError
@@ -151,6 +151,8 @@ def check_combination(config: Config, where: Where) -> None:
     if config.train.receptive_field is True and not is_points(config.dataset.name):
         _check_receptive_field(config.model, _sampled(config), where)
     _check_loss(config, where)
+    if config.task == "link":
+        _check_link(config, where)
 
 
 def _graphless() -> list[str]:
@@ -255,3 +257,27 @@ def _check_receptive_field(model: ModelConfig, sampled: bool, where: Where) -> N
     if why:
         raise ConfigError(f"{where(('train', 'receptive_field'))}: train.receptive_field: "
                           f"true cannot apply: {why} (use auto or false)")
+
+
+def _check_link(config: Config, where: Where) -> None:
+    """Link prediction (`task: link`) holds edges out of one graph, full batch: the split must
+    leave edges to train on, an undirected split needs an undirected graph, and a VGAE needs
+    a body below its two heads."""
+    data, link = config.dataset, config.link
+    if is_points(data.name) or is_graphset(data.name):
+        raise ConfigError(f"{where(('task',))}: task: link predicts the edges of one graph; "
+                          f"dataset {data.name!r} is not one")
+    if link.val + link.test >= 1:
+        raise ConfigError(f"{where(('link', 'test'))}: link.val + link.test must be < 1 (got "
+                          f"{link.val:g} + {link.test:g}): no edge would be left to train on")
+    if data.directed and link.undirected:
+        raise ConfigError(f"{where(('link', 'undirected'))}: dataset.directed: true keeps "
+                          f"edges one-way, so they cannot be held out in both directions; "
+                          f"set link.undirected: false")
+    if config.train.batch_size is not None:
+        raise ConfigError(f"{where(('train', 'batch_size'))}: task: link trains full batch "
+                          f"(sampled pairs are designed, not built); set batch_size: null")
+    if link.variational and config.model.layers < 2:
+        raise ConfigError(f"{where(('model', 'layers'))}: link.variational needs model.layers "
+                          f">= 2 (a body, then the μ and log σ layers), got "
+                          f"{config.model.layers}")

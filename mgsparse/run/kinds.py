@@ -7,6 +7,7 @@ from mgsparse.config import Config
 from mgsparse.run.budget import budget_bytes, fit_within_budget
 from mgsparse.run.placed import load_graph
 from mgsparse.run.task import Progress, Task
+from mgsparse.run.tasks.links import LinkTask, link_dataset
 from mgsparse.run.tasks.nodes import GraphTask
 from mgsparse.run.tasks.points import PointTask
 from mgsparse.run.tasks.sampled import SampledGraphTask
@@ -15,7 +16,8 @@ from mgsparse.sparse import set_num_threads
 
 def make_task(config: Config, progress: Progress | None = None) -> Task:
     """The task `config` asks for, its operands placed within the memory budget: point clouds
-    train an MLP on mini-batches, graphs train on the whole graph (or the receptive fields of
+    train an MLP on mini-batches, `task: link` predicts held-out edges of a graph (full
+    batch), node labels of graphs train on the whole graph (or the receptive fields of
     the rows they read), or on sampled mini-batches with `train.batch_size`. A partitioned run
     over MPI makes its own task on each rank (`tasks.partitioned.fit_partitioned`).
 
@@ -25,6 +27,9 @@ def make_task(config: Config, progress: Progress | None = None) -> Task:
     budget = budget_bytes(config.monitor)
     if is_points(config.dataset.name):
         task: Task = PointTask(config)
+    elif config.task == "link":  # held-out edges of one graph, full batch
+        task = LinkTask(config, load_graph(link_dataset(config.dataset), progress),
+                        budget=budget)
     elif config.train.batch_size is not None:  # a graph model on sampled mini-batches
         task = SampledGraphTask(config, load_graph(config.dataset, progress), budget=budget)
     else:
