@@ -16,6 +16,7 @@ can jump straight to the bad key. A leaf: it reads the catalog and the errors on
 from __future__ import annotations
 
 import dataclasses
+import os
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -180,8 +181,17 @@ def _files_from(config: Config, folder: Path) -> Config:
     """The user's files named relative to the config's folder, made absolute once, so the
     resolved config saved beside a run finds them again from anywhere."""
     ds = config.dataset
-    files = {key: str((folder / getattr(ds, key)).resolve()) for key in FILE_KEYS
+    files = {key: _absolute(folder / getattr(ds, key)) for key in FILE_KEYS
              if getattr(ds, key) is not None}
     if not files:
         return config
     return dataclasses.replace(config, dataset=dataclasses.replace(ds, **files))
+
+
+def _absolute(path: Path) -> str:
+    """`path` resolved; a symlink loop cannot be, so it is only made absolute, and the reader
+    then names the file and the loop ("Too many levels of symbolic links")."""
+    try:
+        return str(path.resolve())
+    except (RuntimeError, OSError):  # RuntimeError: Python < 3.13's "Symlink loop from ..."
+        return os.path.abspath(path)

@@ -17,6 +17,7 @@ import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -82,49 +83,61 @@ def digest(arrays: dict[str, np.ndarray]) -> str:
     return sha.hexdigest()
 
 
-def save_graph(graph: Graph, path: Path, key: str) -> None:
-    """Write ``graph`` to ``path`` atomically; OSError (read-only root, full disk) propagates."""
-    arrays = graph_arrays(graph)
+def save_arrays(arrays: dict[str, np.ndarray], path: Path, key: str) -> None:
+    """Write ``arrays`` with their ``key`` and digest to ``path`` atomically; OSError
+    (read-only root, full disk) propagates."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda f: np.savez(f, key=key, digest=digest(arrays), **arrays), "wb")
 
 
-def load_graph(path: Path, key: str, name: str) -> Graph | None:
-    """The cached graph, or None when it is absent, stale (other key) or damaged."""
+def load_arrays(path: Path, key: str) -> dict[str, np.ndarray] | None:
+    """The arrays cached at ``path``, or None when stale (another key) or edited (digest)."""
+    with np.load(path, allow_pickle=False) as z:
+        if str(z["key"]) != key:
+            return None
+        arrays = {k: z[k] for k in z.files if k not in ("key", "digest")}
+        recorded = str(z["digest"])
+    return arrays if recorded == digest(arrays) else None
+
+
+def cached(path: Path, key: str, build: Callable[[], Any],
+           to_arrays: Callable[[Any], dict], from_arrays: Callable[[dict], Any]) -> Any:
+    """What is cached at ``path`` under ``key``, else ``build()`` it and cache it. A damaged or
+    stale cache is rebuilt (whatever reading it raises, rebuilding is the cure); a cache that
+    cannot be written (read-only root, full disk) only costs the next run the time to build
+    again."""
+    if Path(path).is_file():
+        try:
+            arrays = load_arrays(path, key)
+            if arrays is not None:
+                return from_arrays(arrays)
+        except Exception:  # noqa: BLE001, S110 -- a damaged cache is rebuilt below
+            pass
+    value = build()
     try:
-        with np.load(path, allow_pickle=False) as z:
-            if str(z["key"]) != key:
-                return None
-            arrays = {k: z[k] for k in z.files if k not in ("key", "digest")}
-            if str(z["digest"]) != digest(arrays):
-                return None
-        if "x" in arrays:
-            x = arrays["x"]
-        else:
-            x = check_csr(arrays["x_indptr"], arrays["x_indices"], arrays["x_data"],
-                          arrays["x_shape"], path)
-        edge_index = check_edge_index(arrays["edge_index"], x.shape[0], path)
-        return Graph(x=x, y=arrays["y"], edge_index=edge_index, num_nodes=x.shape[0],
-                     num_classes=int(arrays["num_classes"]), name=name,
-                     edge_weight=arrays.get("edge_weight"),
-                     **{mask: arrays[mask] for mask in _MASKS})
-    except Exception:  # noqa: BLE001 -- whatever a damaged cache raises, rebuilding is the cure
-        return None
+        save_arrays(to_arrays(value), path, key)
+    except OSError:
+        pass
+    return value
+
+
+def _graph_from(arrays: dict, path: Path, name: str) -> Graph:
+    if "x" in arrays:
+        x = arrays["x"]
+    else:
+        x = check_csr(arrays["x_indptr"], arrays["x_indices"], arrays["x_data"],
+                      arrays["x_shape"], path)
+    edge_index = check_edge_index(arrays["edge_index"], x.shape[0], path)
+    return Graph(x=x, y=arrays["y"], edge_index=edge_index, num_nodes=x.shape[0],
+                 num_classes=int(arrays["num_classes"]), name=name,
+                 edge_weight=arrays.get("edge_weight"),
+                 **{mask: arrays[mask] for mask in _MASKS})
 
 
 def cached_graph(path: Path, key: str, name: str, build: Callable[[], Graph]) -> Graph:
-    """The graph cached at ``path`` under ``key``, else ``build()`` it and cache it. A damaged
-    or stale cache is rebuilt; a cache that cannot be written (read-only root, full disk) only
-    costs the next run the time to build again."""
-    graph = load_graph(path, key, name) if Path(path).is_file() else None
-    if graph is None:
-        graph = build()
-        try:
-            save_graph(graph, path, key)
-        except OSError:
-            pass
-    return graph
+    """The graph cached at ``path`` under ``key``, else ``build()`` it and cache it."""
+    return cached(path, key, build, graph_arrays, lambda a: _graph_from(a, path, name))
 
 
 # --- a set of small graphs ----------------------------------------------------------------------
@@ -132,36 +145,16 @@ def cached_graph(path: Path, key: str, name: str, build: Callable[[], Graph]) ->
 _GRAPHSET_ARRAYS = ("x", "edge_index", "node_ptr", "edge_ptr", "y")
 
 
-def cached_graphset(path: Path, key: str, name: str, build: Callable[[], GraphSet]) -> GraphSet:
-    """`cached_graph` for a `GraphSet`: the same key, digest, atomic write and rebuild of a
-    stale or damaged file (the GraphSet's own checks run on what is read back)."""
-    graphs = load_graphset(path, key, name) if Path(path).is_file() else None
-    if graphs is None:
-        graphs = build()
-        try:
-            save_graphset(graphs, path, key)
-        except OSError:
-            pass
-    return graphs
+def _graphset_arrays(graphs: GraphSet) -> dict[str, np.ndarray]:
+    return {**{a: getattr(graphs, a) for a in _GRAPHSET_ARRAYS},
+            "num_classes": np.array(graphs.num_classes)}
 
 
 def save_graphset(graphs: GraphSet, path: Path, key: str) -> None:
-    arrays = {a: getattr(graphs, a) for a in _GRAPHSET_ARRAYS}
-    arrays["num_classes"] = np.array(graphs.num_classes)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda f: np.savez(f, key=key, digest=digest(arrays), **arrays), "wb")
+    save_arrays(_graphset_arrays(graphs), path, key)
 
 
-def load_graphset(path: Path, key: str, name: str) -> GraphSet | None:
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            if str(z["key"]) != key:
-                return None
-            arrays = {k: z[k] for k in z.files if k not in ("key", "digest")}
-            if str(z["digest"]) != digest(arrays):
-                return None
-        return GraphSet(**{a: arrays[a] for a in _GRAPHSET_ARRAYS},
-                        num_classes=int(arrays["num_classes"]), name=name)
-    except Exception:  # noqa: BLE001 -- whatever a damaged cache raises, rebuilding is the cure
-        return None
+def cached_graphset(path: Path, key: str, name: str, build: Callable[[], GraphSet]) -> GraphSet:
+    """`cached_graph` for a `GraphSet` (its own checks run on what is read back)."""
+    return cached(path, key, build, _graphset_arrays, lambda a: GraphSet(
+        **{k: a[k] for k in _GRAPHSET_ARRAYS}, num_classes=int(a["num_classes"]), name=name))

@@ -11,14 +11,18 @@ Formats:
 - labels: ``.npy`` (1-D integers) or text with one integer per line (node 0 first);
   ``-1`` means "no label".
 
+Text may start with a UTF-8 byte-order mark (Excel's "CSV UTF-8"); it is skipped.
+
 Every malformed input raises a DataError naming the file and, for text, the line (for
-``.npy``/``.npz`` arrays, the row): unreadable files, wrong shapes, NaN or infinite features
-and weights, and node ids too large to be meant (see `load_edge_list`).
+``.npy``/``.npz`` arrays, the row): unreadable files (a folder, a pipe or device, a symlink
+loop), wrong shapes, NaN or infinite features, negative or non-finite weights, and node ids
+too large to be meant (see `load_edge_list`).
 """
 
 from __future__ import annotations
 
 import re
+import stat
 import zipfile
 from pathlib import Path
 
@@ -41,14 +45,31 @@ _NUMPY_FILE_ERRORS = (OSError, ValueError, EOFError, KeyError, TypeError, Memory
 
 # --- text tables --------------------------------------------------------------------------------
 
+def _require_regular_file(path: Path, what: str) -> None:
+    """A DataError unless `path` is a regular file (after its symlinks): a folder, a symlink
+    loop or a missing target names its cause, and a pipe or device (``/dev/zero``) is refused
+    before a read that would never end."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except OSError as exc:  # ELOOP: a symlink loop; EACCES on a parent folder
+        raise DataError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(mode):
+        raise DataError(f"{path}: cannot read it (a folder), expected a file of {what}")
+    if not stat.S_ISREG(mode):
+        raise DataError(f"{path}: not a regular file (a pipe or a device?), expected {what}")
+
+
 def _read_table(path: Path, widths: tuple[int, ...] | None,
                 what: str) -> tuple[np.ndarray, np.ndarray]:
     """(rows, line_numbers): a 2-D str array of the data lines and their 1-based numbers.
 
     All rows must have the width of the first, which must be one of ``widths`` (any if None).
     """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
+    _require_regular_file(Path(path), what)
+    try:  # utf-8-sig: a leading byte-order mark is dropped, not read as part of the first id
+        text = Path(path).read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
     except OSError as exc:  # a folder, no permission, an I/O error
@@ -86,9 +107,12 @@ def _convert(cells: np.ndarray, dtype, path: Path, line_numbers: np.ndarray, wha
                 try:
                     np.array(python_type(value)).astype(dtype)
                 except ValueError:
-                    raise DataError(f"{where}: {what} {str(value)!r} is not {kind}") from None
+                    hint = (" (an empty field: a separator too many?)" if not str(value)
+                            else " (a header? start it with #)" if row == 0 else "")
+                    raise DataError(f"{where}: {what} {str(value)!r} is not {kind}"
+                                    f"{hint}") from None
                 except OverflowError:
-                    raise DataError(f"{where}: {what} {str(value)} is out of range for "
+                    raise DataError(f"{where}: {what} {value!s} is out of range for "
                                     f"{np.dtype(dtype).name}") from None
         raise DataError(f"{path}: values out of range for {np.dtype(dtype).name}") from None
 
@@ -121,7 +145,10 @@ def load_edge_list(path: str | Path, num_nodes: int | None = None
     With ``num_nodes`` given every id must lie in ``[0, num_nodes)``. Otherwise the node
     count is the largest id + 1, and ids must lie below ``max(2 * E, MIN_INFERRED_NODES)``:
     E edges touch at most 2E nodes, so an id beyond that is a typo or a foreign numbering
-    (a node id of 10^18 would otherwise allocate 10^18 nodes). Weights must be finite.
+    (a node id of 10^18 would otherwise allocate 10^18 nodes). Weights must be finite and
+    non-negative: GCN's D^-1/2 (A + I) D^-1/2 takes the square root of weighted degrees, so
+    a negative weight could make one zero or negative, and that node's row of Â would vanish
+    without a word (`gcn_norm` zeroes it).
     """
     path = Path(path)
     table, lines = _read_table(path, (2, 3), "2 columns (source, target) or 3 (with weight)")
@@ -143,14 +170,18 @@ def load_edge_list(path: str | Path, num_nodes: int | None = None
         with np.errstate(over="ignore"):  # an overflow to inf is reported just below
             weights = _convert(table[:, 2], np.float64, path, lines, "weight").astype(np.float32)
         _require_finite(weights, path, lines, "weight")
+        negative = np.flatnonzero(weights < 0)
+        if negative.size:
+            raise DataError(f"{path} line {lines[negative[0]]}: weight {weights[negative[0]]:g} "
+                            "is negative; edge weights must be >= 0 (GCN normalises by the "
+                            "square root of weighted degrees)")
     return np.ascontiguousarray(ids.T), weights
 
 
 def load_features(path: str | Path) -> sp.csr_matrix | np.ndarray:
     """(N, F) float32 features: CSR from a sparse ``.npz``, dense ndarray otherwise."""
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: file not found")
+    _require_regular_file(path, "features")
     lines = None
     if path.suffix == ".npy":
         x = _load_npy(path)
@@ -161,6 +192,9 @@ def load_features(path: str | Path) -> sp.csr_matrix | np.ndarray:
         x = _convert(table, np.float64, path, lines, "feature")
     if x.ndim != 2:
         raise DataError(f"{path}: features must be 2-D (nodes x features), got shape {x.shape}")
+    if x.shape[1] == 0:
+        raise DataError(f"{path}: 0 feature columns ({x.shape[0]} x 0); give at least one "
+                        "number per node, or no features file (one-hot node ids)")
     with np.errstate(over="ignore"):  # an overflow to inf is reported just below
         x = sp.csr_matrix(x, dtype=np.float32) if sp.issparse(x) else x.astype(np.float32)
     _require_finite(x, path, lines, "feature")  # after the cast: 1e39 overflows to inf
@@ -204,6 +238,7 @@ def _read_labels(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
 
 
 def _load_npy(path: Path) -> np.ndarray:
+    _require_regular_file(path, "a .npy array")
     try:
         array = np.load(path, allow_pickle=False)
     except FileNotFoundError:
@@ -238,23 +273,25 @@ def _load_npz(path: Path) -> sp.spmatrix | np.ndarray:
 def load_user_graph(edges: str | Path, features: str | Path | None = None,
                     labels: str | Path | None = None, *, num_nodes: int | None = None,
                     name: str | None = None, undirected: bool = True, seed: int = 0,
-                    **split_kwargs) -> Graph:
+                    split: bool = True, **split_kwargs) -> Graph:
     """A `Graph` from the user's files, with a seeded random split of the labelled nodes.
 
     The node count is ``num_nodes``, else the feature rows, else the label count, else the
     largest edge id + 1. Missing features become the identity (one-hot node ids); missing
     labels leave every node unlabelled (-1) and every mask empty. Self loops are dropped
     and repeated edges merged (the first weight wins); ``undirected`` adds each reverse
-    edge. ``split_kwargs`` are `random_split`'s sizes (defaults: `default_split_sizes`).
+    edge. ``split_kwargs`` are `random_split`'s sizes (defaults: `default_split_sizes`);
+    ``split=False`` leaves the masks empty (the caller's node files give them).
     """
     x = load_features(features) if features is not None else None
     y, label_lines = _read_labels(Path(labels)) if labels is not None else (None, None)
     if num_nodes is None:
-        num_nodes = x.shape[0] if x is not None else (y.size if y is not None else None)
+        num_nodes = _node_count(x, y, edges, features, labels)
     if x is not None and x.shape[0] != num_nodes:
         raise DataError(f"{features}: {x.shape[0]} feature rows for {num_nodes} nodes")
     if y is not None:
-        _check_label_count(Path(labels), y, label_lines, num_nodes)
+        _check_label_count(Path(labels), y, label_lines, num_nodes,
+                           f"; {features} has {x.shape[0]} rows" if x is not None else "")
     edge_index, weights = load_edge_list(edges, num_nodes)
     if num_nodes is None:
         num_nodes = int(edge_index.max()) + 1 if edge_index.size else 0
@@ -263,24 +300,41 @@ def load_user_graph(edges: str | Path, features: str | Path | None = None,
         x = sp.identity(num_nodes, dtype=np.float32, format="csr")
     if y is None:
         y = np.full(num_nodes, -1, dtype=np.int64)
-    masks = _split(y, seed, split_kwargs)
+    masks = _split(y, labels, seed, split_kwargs, split)
     return Graph(x=x, y=y, edge_index=edge_index, num_nodes=num_nodes,
                  num_classes=int(y.max()) + 1 if y.size else 0, train_mask=masks[0],
                  val_mask=masks[1], test_mask=masks[2], name=name or Path(edges).stem,
                  edge_weight=weights)
 
 
+def _node_count(x, y, edges, features, labels) -> int | None:
+    """The feature rows, else the label count, else None (the edges will say).
+
+    When there are fewer feature rows than labels and the edges use a node beyond the last
+    row, the features are the file missing nodes; otherwise the labels are blamed (one too
+    many, or the edges cannot tell) with the feature rows named beside them."""
+    if x is not None and y is not None and x.shape[0] < y.size:
+        used = load_edge_list(edges)[0]  # only on the way to an error: read twice
+        last = int(used.max()) if used.size else -1
+        if last >= x.shape[0]:
+            raise DataError(f"{features}: {x.shape[0]} feature rows, but {labels} has "
+                            f"{y.size} labels and {edges} uses node {last} (one row and one "
+                            "label per node, node 0 first)")
+    return x.shape[0] if x is not None else (y.size if y is not None else None)
+
+
 def _check_label_count(path: Path, y: np.ndarray, lines: np.ndarray | None,
-                       num_nodes: int | None) -> None:
+                       num_nodes: int | None, counted_by: str = "") -> None:
+    """One label per node; `counted_by` ("; x.npy has 3 rows") says where the count is from."""
     if num_nodes is None or y.size == num_nodes:
         return
     if lines is None:
-        raise DataError(f"{path}: {y.size} labels for {num_nodes} nodes")
+        raise DataError(f"{path}: {y.size} labels for {num_nodes} nodes{counted_by}")
     if y.size > num_nodes:
         raise DataError(f"{path} line {lines[num_nodes]}: label for node {num_nodes}, but "
-                        f"the graph has {num_nodes} nodes ({y.size} labels)")
+                        f"the graph has {num_nodes} nodes ({y.size} labels{counted_by})")
     raise DataError(f"{path} line {lines[-1]}: last label is for node {y.size - 1}, but the "
-                    f"graph has {num_nodes} nodes")
+                    f"graph has {num_nodes} nodes{counted_by}")
 
 
 def coalesce(edge_index: np.ndarray, weights: np.ndarray | None, num_nodes: int,
@@ -290,18 +344,25 @@ def coalesce(edge_index: np.ndarray, weights: np.ndarray | None, num_nodes: int,
     if undirected:
         row, col = np.concatenate([row, col]), np.concatenate([col, row])
         weights = None if weights is None else np.concatenate([weights, weights])
-    keep = np.flatnonzero(row != col)
+    keep = np.flatnonzero(row != col)  # may be empty: a list of self loops only
     keys = row[keep] * num_nodes + col[keep]
     order = np.argsort(keys, kind="stable")  # stable: the first occurrence leads its run
     sorted_keys = keys[order]
-    first = np.concatenate([[True], sorted_keys[1:] != sorted_keys[:-1]])
+    first = np.ones(keys.size, dtype=bool)
+    first[1:] = sorted_keys[1:] != sorted_keys[:-1]
     chosen = keep[order[first]]
     merged = np.stack([row[chosen], col[chosen]]).astype(np.int64)
     return merged, (None if weights is None else weights[chosen])
 
 
-def _split(y: np.ndarray, seed: int, split_kwargs: dict):
-    if not (y >= 0).any():
+def _split(y: np.ndarray, labels: str | Path | None, seed: int, split_kwargs: dict,
+           split: bool):
+    """Seeded random masks of the labelled nodes (all empty without any, or unless `split`);
+    a split that cannot be drawn names the labels file it was drawn from."""
+    if not split or not (y >= 0).any():
         empty = np.zeros(y.size, dtype=bool)
         return empty, empty.copy(), empty.copy()
-    return random_split(y, seed=seed, **{**default_split_sizes(y), **split_kwargs})
+    try:
+        return random_split(y, seed=seed, **{**default_split_sizes(y), **split_kwargs})
+    except DataError as exc:
+        raise DataError(f"{labels}: {exc}") from None

@@ -71,7 +71,8 @@ def load_csv_graph(edges: str | Path, features: str | Path | None = None,
     try:
         graph = load_user_graph(paths["edges"], paths["features"], paths["labels"],
                                 name=name or Path(paths["edges"]).stem,
-                                undirected=not directed, seed=seed, **sizes)
+                                undirected=not directed, seed=seed, split=not node_files,
+                                **sizes)
         if node_files:
             train, val, test = split_from_files(node_files, graph.y)
             if split == "full":
@@ -102,6 +103,9 @@ def _node_files(paths: dict[str, Path | None], split: str) -> list[Path]:
     if not given:
         raise ConfigError(f"dataset.split {split} needs the node files "
                           f"{', '.join(NODE_FILE_KEYS)}; without them use split: random")
+    if paths["labels"] is None:
+        raise ConfigError(f"dataset.split {split} reads the labels of the nodes in "
+                          f"{', '.join(NODE_FILE_KEYS)}, but dataset.labels is not set")
     return [paths[key] for key in NODE_FILE_KEYS]
 
 
@@ -156,14 +160,18 @@ def csv_files(path: str | Path) -> dict[str, Path]:
     if path.is_file():
         return {"edges": path}
     if not path.is_dir():
-        raise DataError(f"{path}: no such file or folder")
+        try:
+            path.stat()
+        except OSError as exc:  # a symlink loop, a dangling link, a missing path
+            raise InputFileError(f"{path}: {exc.strerror or exc}") from None
+        return {"edges": path}  # a pipe or a device: the reader refuses it by name
     found = {}
     for key, stem in FOLDER_NAMES.items():
         hits = [path / f"{stem}{s}" for s in SUFFIXES if (path / f"{stem}{s}").is_file()]
         if hits:
             found[key] = hits[0]
     if "edges" not in found:
-        raise DataError(f"{path}: no edges.csv (or .tsv, .txt) in this folder")
+        raise InputFileError(f"{path}: no edges.csv (or .tsv, .txt) in this folder")
     return found
 
 

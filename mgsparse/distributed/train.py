@@ -131,7 +131,8 @@ def partition_graph(config: Config, graph: Any, parts: int, out: str | Path,
     from mgsparse.data.partition import write_partitions
     from mgsparse.nn.gcn import normalized_adjacency
 
-    norm_adj = normalized_adjacency(graph.edge_index, graph.num_nodes).to_scipy("csr")
+    norm_adj = normalized_adjacency(graph.edge_index, graph.num_nodes,
+                                    graph.edge_weight).to_scipy("csr")
     return write_partitions(graph, norm_adj, parts, out, method=method,
                             widths=exchange_widths(config, graph.num_classes),
                             seed=config.train.seed)

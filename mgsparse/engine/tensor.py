@@ -1,4 +1,4 @@
-"""Tensor, the `Function` protocol every op follows, and the iterative backward pass.
+"""Tensor and the `Function` protocol every op follows (the backward pass: `autograd.py`).
 
 A `Tensor` wraps a floating numpy array. Every op is a `Function` subclass with a
 `forward(ctx, *arrays)` and a `backward(ctx, grad)` side by side (see `ops.py`); calling
@@ -220,7 +220,7 @@ class Tensor:
         grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad, dtype=self.dtype)
         if grad.shape != self.shape:
             raise ShapeError(f"backward(): gradient shape {grad.shape} != tensor shape {self.shape}")
-        _run_backward(self, grad, retain_graph)
+        run_backward(self, grad, retain_graph)
 
     # --- front end: every method is one primitive `apply` or a composite of them
     def _lift(self, other: Any) -> Tensor:
@@ -243,7 +243,7 @@ class Tensor:
     def __matmul__(self, other):
         return NotImplemented if _defers(other) else ops.MatMul.apply(self, self._lift(other))
     def __rmatmul__(self, other): return ops.MatMul.apply(self._lift(other), self)
-    def __getitem__(self, idx): return ops.GetItem.apply(self, _plain_index(idx))
+    def __getitem__(self, idx): return movement.GetItem.apply(self, _plain_index(idx))
 
     def __pow__(self, p):
         if isinstance(p, Tensor):  # x^y = exp(y·log x), for x > 0
@@ -280,12 +280,12 @@ class Tensor:
         return shifted - shifted.exp().sum(axis, keepdims=True).log()
 
     def reshape(self, *shape):
-        return ops.Reshape.apply(self, shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape)
+        return movement.Reshape.apply(self, shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape)
 
     def transpose(self, *axes):
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
-        return ops.Transpose.apply(self, axes or None)
+        return movement.Transpose.apply(self, axes or None)
 
     T = property(lambda self: self.transpose())
     def flatten(self): return self.reshape(-1)
@@ -341,76 +341,13 @@ def _plain_index(idx: Any) -> Any:
 
 
 def concatenate(tensors: list[Tensor], axis: int = 0) -> Tensor:
-    return ops.Concatenate.apply(axis, *tensors)
+    return movement.Concatenate.apply(axis, *tensors)
 
 
 def stack(tensors: list[Tensor], axis: int = 0) -> Tensor:
-    return ops.Stack.apply(axis, *tensors)
+    return movement.Stack.apply(axis, *tensors)
 
 
-def _topological_order(root: Tensor) -> list[Tensor]:
-    """Post-order of the graph below `root`, by an explicit stack (no recursion limit)."""
-    order: list[Tensor] = []
-    visited: set[int] = {id(root)}
-    stack: list[tuple[Tensor, int]] = [(root, 0)]
-    while stack:
-        node, i = stack.pop()
-        parents = node._ctx.parents if node._ctx is not None else ()
-        if parents is None:
-            raise MgsparseError(
-                "backward() through a graph that was already freed; "
-                "pass retain_graph=True to the first backward"
-            )
-        while i < len(parents):
-            p = parents[i]
-            i += 1
-            if isinstance(p, Tensor) and p.requires_grad and id(p) not in visited:
-                visited.add(id(p))
-                stack.append((node, i))
-                stack.append((p, 0))
-                break
-        else:
-            order.append(node)
-    return order
-
-
-def _run_backward(root: Tensor, grad: np.ndarray, retain_graph: bool) -> None:
-    grads: dict[int, np.ndarray] = {id(root): grad}
-    for node in reversed(_topological_order(root)):
-        g = grads.pop(id(node), None)
-        if g is None:
-            continue
-        ctx = node._ctx
-        if ctx is None or node._retain_grad:  # always an ndarray: numpy turns 0-d sums to scalars
-            node.grad = np.array(g) if node.grad is None else np.asarray(node.grad + g)
-        if ctx is None:
-            continue
-        if ctx.guards:
-            ctx.check_versions()
-        in_grads = ctx.fn.backward(ctx, g)
-        if not isinstance(in_grads, tuple):
-            in_grads = (in_grads,)
-        for parent, pg, needed in zip(ctx.parents, in_grads, ctx.needs_input_grad):
-            if needed and pg is not None:
-                _accumulate(grads, ctx.fn, parent, pg)
-        if not retain_graph:
-            ctx.free()
-
-
-def _accumulate(grads: dict, fn: type, parent: Tensor, g: np.ndarray) -> None:
-    if g.shape != parent.shape:
-        raise ShapeError(
-            f"{fn.__name__}.backward returned a gradient of shape {g.shape} "
-            f"for an input of shape {parent.shape}"
-        )
-    g = g.astype(parent.dtype, copy=False)
-    key = id(parent)
-    grads[key] = g if key not in grads else grads[key] + g
-
-
-from mgsparse.engine import ops  # noqa: E402  (ops needs Function and Tensor defined above)
-
-
-def graph_contexts(root: Tensor) -> list[Context]:
-    """Every op application in the graph below `root`, inputs before outputs."""
-    return [t._ctx for t in _topological_order(root) if t._ctx is not None]
+# ops and the graph walk need Function and Tensor defined above
+from mgsparse.engine import movement, ops  # noqa: E402
+from mgsparse.engine.autograd import run_backward  # noqa: E402

@@ -89,16 +89,42 @@ class SAGEConv(Module):
 
     def aggregate(self, x: Tensor | SparseTensor, mean: SparseTensor) -> Tensor:
         """The layer on a prebuilt (T, N) mean operand; T < N for a sampled block, whose T
-        targets are the first T rows of x (their root term is h[:T]). Returns (T, F_out)."""
-        f, t = self.out_features, mean.shape[0]
-        if self.weight_root is None:
-            out = mean @ (x @ self.weight_neighbors)  # (T, F_out)
-        else:  # one pass over the (often sparse, wide) features for both weights
-            h = x @ concatenate([self.weight_neighbors, self.weight_root], axis=1)  # (N, 2·F_out)
-            out = mean @ h[:, :f] + (h[:, f:] if t == x.shape[0] else h[:t, f:])
+        targets are the first T rows of x (their root term is h[:T]). Returns (T, F_out).
+
+        Both terms are linear, so the weights may be applied before or after the mean: the
+        order is the cheaper one for these shapes (`_aggregate_first`)."""
+        if self._aggregate_first(x, mean):
+            out = (mean @ x) @ self.weight_neighbors  # (T, F_in) -> (T, F_out)
+            if self.weight_root is not None:
+                t = mean.shape[0]
+                out = out + (x if t == x.shape[0] else x[:t]) @ self.weight_root
+        else:
+            out = self._transform_first(x, mean)
         if self.bias is not None:
             out = out + self.bias
         return l2_normalize(out) if self.normalize else out
+
+    def _transform_first(self, x: Tensor | SparseTensor, mean: SparseTensor) -> Tensor:
+        f, t = self.out_features, mean.shape[0]
+        if self.weight_root is None:
+            return mean @ (x @ self.weight_neighbors)  # (T, F_out)
+        # one pass over the (often sparse, wide) features for both weights
+        h = x @ concatenate([self.weight_neighbors, self.weight_root], axis=1)  # (N, 2·F_out)
+        return mean @ h[:, :f] + (h[:, f:] if t == x.shape[0] else h[:t, f:])
+
+    def _aggregate_first(self, x: Tensor | SparseTensor, mean: SparseTensor) -> bool:
+        """Mean first when it costs fewer multiply-adds (dense features only: the mean of
+        sparse rows would be a sparse × sparse product):
+            weights first: N·F_in·W·F_out + nnz·F_out   (W = 2 with the root weight)
+            mean first:    nnz·F_in + T·F_in·W·F_out
+        On a whole graph this is PyG's rule (propagate the narrower side); on a sampled
+        block (T ≪ N) the mean first wins whenever the block is much wider than its targets."""
+        if isinstance(x, SparseTensor):
+            return False
+        (t, n), nnz = mean.shape, mean.nnz
+        w = 1 if self.weight_root is None else 2
+        f_in, f_out = self.in_features, self.out_features
+        return nnz * f_in + t * f_in * w * f_out < n * f_in * w * f_out + nnz * f_out
 
     def on_block(self, block: Any) -> Any:
         """The layer on a block: the mean over each target's k_i sampled in-edges, 1/k_i per

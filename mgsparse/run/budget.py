@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from mgsparse.config import Config, MonitorConfig
-from mgsparse.engine.tensor import graph_contexts
+from mgsparse.engine.autograd import graph_contexts
 from mgsparse.errors import MemoryBudgetError
 from mgsparse.run.monitor import MB, held_nbytes
 from mgsparse.sparse import SparseTensor

@@ -27,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from mgsparse.engine import Tensor
-from mgsparse.engine.tensor import graph_contexts
+from mgsparse.engine.autograd import graph_contexts
 from mgsparse.sparse import SparseTensor
 
 MB = 1024 * 1024

@@ -55,7 +55,8 @@ def graph_for(target: str, root: str | Path | None = None, url: str | None = Non
         ds = load_config(path).dataset
         return load_graph(dataclasses.replace(ds, root=ds.root or root, url=ds.url or url),
                           progress)
-    if target.lower() not in DATASETS and path.exists():
+    if target.lower() not in DATASETS and (path.exists() or path.is_symlink() or path.suffix
+                                           or "/" in target):  # a path, even a broken one
         return user.load_csv_path(path)
     return load_dataset(target, root=root, url=url, progress=progress)
 
@@ -88,11 +89,13 @@ Built = tuple[Any, str, float]  # (operand, placement reason, density)
 
 
 def whole_graph_operand(edge_index: np.ndarray, num_nodes: int, reads: str | None,
-                        threshold: float, dtype: Any, budget: int | None) -> Built:
-    """What a model that `reads` "norm_adj", "edge_index" or nothing (None) is handed."""
+                        threshold: float, dtype: Any, budget: int | None,
+                        edge_weight: np.ndarray | None = None) -> Built:
+    """What a model that `reads` "norm_adj", "edge_index" or nothing (None) is handed; Â
+    with A[target, source] = the edge's weight (1 without `edge_weight`)."""
     edge_density = edge_index.shape[1] / max(num_nodes, 1) ** 2
     if reads == "norm_adj":
-        norm_adj = normalized_adjacency(edge_index, num_nodes, dtype=dtype)
+        norm_adj = normalized_adjacency(edge_index, num_nodes, edge_weight, dtype=dtype)
         operand, why = place(norm_adj, threshold, dtype, budget)
         return operand, why, nnz_ratio(norm_adj)
     if reads is None:
@@ -126,10 +129,10 @@ class PlacedGraph:
         x = graph.x if sp.issparse(graph.x) else np.asarray(graph.x)  # dense stays dense
         features, why = place(x, threshold, dtype, budget)
         edge_index = np.asarray(graph.edge_index, dtype=np.int64)
-        num_nodes = features.shape[0]
+        num_nodes, weight = features.shape[0], graph.edge_weight
         return cls(features, {"features": why}, {"features": nnz_ratio(x)}, edge_index,
                    UNBUILT, lambda: whole_graph_operand(edge_index, num_nodes, reads,
-                                                        threshold, dtype, budget))
+                                                        threshold, dtype, budget, weight))
 
     @classmethod
     def held(cls, features: Any, operand: Any, placement: dict[str, str],

@@ -155,3 +155,47 @@ def test_sage_block_mean_is_the_mean_over_sampled_neighbours(digraph, rng):
     by_node = sage_block_mean(full, np.float64).to_dense()[:, np.argsort(full.n_id)]
     np.testing.assert_allclose(by_node, mean_adjacency(digraph, M, np.float64).to_dense(),
                                atol=1e-15)
+
+
+# ---------------------------------------------------------------- the order of the products
+
+
+@pytest.mark.parametrize("root_weight", [True, False])
+def test_mean_first_and_weights_first_give_the_same_layer_and_gradients(root_weight, monkeypatch):
+    """Both orders are the same linear map: outputs and every gradient agree (float64), on a
+    sampled block whose T targets are fewer than its N sources."""
+    rng = np.random.default_rng(3)
+    edge_index = rng.integers(0, 30, size=(2, 120))
+    block = NeighborSampler(edge_index, 30, [3]).block(np.arange(6), 3, rng)
+    x0 = rng.standard_normal((block.shape[1], 5))
+    results = []
+    for first in (True, False):
+        monkeypatch.setattr(SAGEConv, "_aggregate_first", lambda self, x, mean, f=first: f)
+        conv = SAGEConv(5, 4, root_weight=root_weight, rng=np.random.default_rng(0),
+                        dtype=np.float64)
+        x = Tensor(x0, requires_grad=True)
+        out = conv.on_block(block)(x)
+        (out * out).sum().backward()
+        results.append((out.data, x.grad, [p.grad for p in conv.parameters()]))
+    (a, ga, pa), (b, gb, pb) = results
+    np.testing.assert_allclose(a, b, rtol=1e-12)
+    np.testing.assert_allclose(ga, gb, rtol=1e-12)
+    for p, q in zip(pa, pb):
+        np.testing.assert_allclose(p, q, rtol=1e-12)
+
+
+def test_the_cheaper_order_is_chosen_by_shape():
+    """A block far wider than its targets aggregates first; a whole graph with wide inputs
+    and narrow outputs (Cora's first layer) applies the weights first; sparse features always
+    do (no sparse × sparse product)."""
+    rng = np.random.default_rng(0)
+    conv = SAGEConv(64, 64, rng=rng)
+    block_mean = SparseTensor(np.stack([np.arange(1000) % 10, np.arange(1000)]),
+                              np.ones(1000, np.float32), (10, 1000))
+    x = Tensor(np.ones((1000, 64), np.float32))
+    assert conv._aggregate_first(x, block_mean)
+    wide = SAGEConv(1433, 16, rng=rng)
+    whole = SparseTensor(np.stack([np.arange(2708), np.arange(2708)]),
+                         np.ones(2708, np.float32), (2708, 2708))
+    assert not wide._aggregate_first(Tensor(np.ones((2708, 1433), np.float32)), whole)
+    assert not conv._aggregate_first(SparseTensor.from_dense(np.eye(1000, 64)), block_mean)

@@ -29,6 +29,7 @@ from mgsparse.run.loop import (
     measure_memory,
     train_epoch,
 )
+from mgsparse.run.placed import PlacedGraph
 from mgsparse.run.task import Task
 from tests.conftest import make_config, moons_config
 
@@ -203,10 +204,9 @@ class Scripted(Task):
     """A task whose scores are a script, one entry per epoch: each step stamps its epoch into
     the parameters, so the reloaded best parameters score exactly as their epoch did."""
 
-    placement, densities = {}, {}
-
     def __init__(self, config, script: list[dict[str, float]]):
         self.config, self.script = config, script
+        self.placed = PlacedGraph.held(np.zeros((1, 1)), None, {}, {})
 
     def build_model(self, rng):
         return Stamped(rng)

@@ -3,7 +3,9 @@
 The files and their formats are `mgsparse.data.user`'s (the section's keys) and
 `mgsparse.data.files`' (the parsers and their one-line errors); this module only binds them to
 the source protocol. Every key is optional but ``edges``; paths are absolute once the config
-is loaded. Nothing is downloaded or cached.
+is loaded. Nothing is downloaded or cached. A run needs labelled training nodes, so a section
+without labels, or whose labels are all -1, is refused here by name (`datasets info` on the
+folder itself still describes an unlabelled graph).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from pathlib import Path
 from mgsparse.data import user
 from mgsparse.data.graph import Graph
 from mgsparse.data.sources import Source
-from mgsparse.errors import ConfigError
+from mgsparse.errors import ConfigError, InputFileError
 
 
 class Csv(Source):
@@ -32,4 +34,12 @@ class Csv(Source):
             raise ConfigError(f"{dataset}: your own graph is read by "
                               "mgsparse.data.user.load_csv_graph from the files a config "
                               "names (dataset.edges, ...)")
-        return user.load_csv_graph(edges, **options, name=Path(edges).parent.name)
+        graph = user.load_csv_graph(edges, **options, name=Path(edges).parent.name)
+        labels = options.get("labels")
+        if labels is None:
+            raise ConfigError("dataset.labels is not set: training needs the class of each "
+                              "node (a labels file, one class id per line, -1 for none)")
+        if not (graph.y >= 0).any():
+            raise InputFileError(f"{labels}: no node has a label (all are -1): nothing to "
+                                 "train on")
+        return graph

@@ -29,10 +29,16 @@ arxiv that way (``adj_t.to_symmetric()``) and GCN's symmetric normalisation assu
 direction to keep and refuses it.
 
 Checksums. OGB publishes none, so we trust on first use: the first archive is checked as a zip
-(every member's CRC-32, the members above) before its SHA-256 is written beside it in
-``<archive>.sha256``; from then on the cached archive, and any new download, must match that
-record. A zip copied by hand into ``<root>/ogbn_arxiv/raw/`` is checked and recorded the same
-way (offline install). Source: the ``url`` argument (config ``dataset.url``), else
+(every member's CRC-32, the members above) and parsed against the documented facts above (its
+parse is cached) before its SHA-256 is written beside it in ``<archive>.sha256``; from then on
+the cached archive, and any new download, must match that record. An archive that fails any
+check is deleted unrecorded, so the next try (another mirror) starts afresh. A zip copied by
+hand into ``<root>/ogbn_arxiv/raw/`` is checked and recorded the same way (offline install).
+
+Bounds. Nothing in an archive is read past what the facts allow: a member whose declared size
+passes `MAX_EXPANSION` times the download cap is refused before its CRC is checked, and each
+CSV is read as a stream of at most its documented rows + 1, and at most
+`ogb_io.MAX_FIELD_CHARS` characters per field, so a gzip bomb stops after a bounded read instead of filling memory. Source: the ``url`` argument (config ``dataset.url``), else
 ``MGSPARSE_OGB_URL``, else OGB's server; a URL or a local folder holding the zip.
 
 Cost, measured by ``benchmarks/ogb_parse.py`` on synthetic archives of the documented sizes
@@ -43,10 +49,7 @@ about 3 minutes and 6 GB once (then the ``.npz`` cache): it fits in 24 GB.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import re
-import warnings
 import zipfile
 import zlib
 from dataclasses import dataclass, replace
@@ -59,6 +62,7 @@ from mgsparse.data.cache import cached_graph, folder_status, resolve_root
 from mgsparse.data.download import recorded_sha256, source_of
 from mgsparse.data.graph import Graph, undirected_edges
 from mgsparse.data.sources import Source, check_split, finish
+from mgsparse.data.sources.ogb_io import TooLarge, check_declared_sizes, read_csv_gz
 from mgsparse.data.transforms import index_to_mask
 from mgsparse.errors import ConfigError, DataError
 
@@ -69,6 +73,9 @@ FETCH_OPTIONS = {"timeout": (10.0, 60.0), "retries": 3, "backoff": 1.0}  # see d
 MIRROR_HINT = (f"to use a mirror, set {URL_ENV} (or the config key dataset.url) to a URL or a "
                "folder holding the zip, or copy the zip into the raw folder")
 RAW_FILES = ("edge", "node-feat", "node-label", "num-node-list", "num-edge-list")
+# OGB's members are .csv.gz, which deflate cannot shrink: their unzipped sizes sum to about the
+# archive's. A member declaring more than this times the download cap is a zip bomb.
+MAX_EXPANSION = 4
 SPLIT_FILES = ("train", "valid", "test")
 
 
@@ -128,9 +135,13 @@ def archive_path(name: str, root: str | Path | None = None) -> Path:
 # --- download: trust on first use -------------------------------------------------------------
 
 def download(name: str, root: str | Path | None = None, url: str | None = None,
-             progress: dl.Progress | None = None) -> Path:
-    """Make ``<root>/<name>/raw/<download name>.zip`` a checked archive; return its path."""
+             progress: dl.Progress | None = None, directed: bool = False) -> Path:
+    """Make ``<root>/<name>/raw/<download name>.zip`` a checked archive; return its path.
+
+    A first archive is trusted only once it parses with the documented counts: its parse is
+    cached (``directed`` or not) and only then is its SHA-256 recorded."""
     spec = check_name(name)
+    check_directed(spec, directed)
     dest = archive_path(spec.name, root)
     source = source_of(resolve_url(url), dest.name)
     recorded = recorded_sha256(dest)
@@ -142,6 +153,7 @@ def download(name: str, root: str | Path | None = None, url: str | None = None,
             dl.fetch_unpinned(source, dest, spec.max_bytes, progress, **FETCH_OPTIONS)
     try:
         check_archive(dest, spec)
+        processed_graph(spec, root, directed, dest, dl.sha256_file(dest))
     except DataError:
         dest.unlink(missing_ok=True)  # never keep, and never trust, a damaged first archive
         raise
@@ -153,10 +165,13 @@ def check_archive(path: Path, spec: OgbSpec) -> None:
     """The zip opens, every member's CRC-32 matches, the documented members are all there."""
     try:
         with zipfile.ZipFile(path) as archive:
+            check_declared_sizes(archive, MAX_EXPANSION * spec.max_bytes)
             damaged = archive.testzip()
             names = set(archive.namelist())
     except (zipfile.BadZipFile, OSError, EOFError, zlib.error, NotImplementedError) as exc:
         raise DataError(f"{path.name}: not a readable zip archive ({exc})") from None
+    except TooLarge as exc:
+        raise DataError(f"{path.name}: member {exc} (a zip bomb?)") from None
     if damaged is not None:
         raise DataError(f"{path.name}: member {damaged} is damaged (CRC-32 mismatch)")
     missing = [m for m in spec.members().values() if m not in names]
@@ -167,42 +182,6 @@ def check_archive(path: Path, spec: OgbSpec) -> None:
 
 
 # --- parse ---------------------------------------------------------------------------------------
-
-_NOT_CONVERTED = re.compile(r"could not convert string (.*) to (\w+) at row (\d+), column (\d+)")
-_COLUMNS_CHANGED = re.compile(r"number of columns changed from (\d+) to (\d+) at row (\d+)")
-
-
-def _loadtxt_message(exc: ValueError) -> str:
-    """numpy's loadtxt message with the line it means (its conversion errors count rows from
-    0, its column errors from 1); anything else as numpy says it."""
-    text = str(exc)
-    if m := _NOT_CONVERTED.search(text):
-        return f"line {int(m[3]) + 1}, column {m[4]}: {m[1]} is not a {m[2]} number"
-    if m := _COLUMNS_CHANGED.search(text):
-        return f"line {m[3]}: {m[2]} columns, expected {m[1]} like the lines before"
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def read_csv_gz(archive: zipfile.ZipFile, member: str, dtype, width: int,
-                rows: int | None, where: str) -> np.ndarray:
-    """One gzipped CSV member as a (rows, width) array; any damage is a one-line DataError."""
-    try:
-        with (archive.open(member) as raw, gzip.open(raw, "rt", encoding="ascii") as text,
-              warnings.catch_warnings()):
-            warnings.simplefilter("ignore")  # "input contained no data": the row count says it
-            table = np.loadtxt(text, delimiter=",", dtype=dtype, ndmin=2)
-    except UnicodeDecodeError:
-        raise DataError(f"{where}: not ASCII text once unzipped") from None
-    except ValueError as exc:
-        raise DataError(f"{where} {_loadtxt_message(exc)}") from None
-    except (OSError, EOFError, zlib.error, zipfile.BadZipFile) as exc:
-        raise DataError(f"{where}: damaged gzip data ({exc})") from None
-    if rows is not None and table.shape[0] != rows:
-        raise DataError(f"{where}: {table.shape[0]:,} rows, expected {rows:,}")
-    if table.shape[0] and table.shape[1] != width:
-        raise DataError(f"{where}: {table.shape[1]} columns, expected {width}")
-    return table.reshape(-1, width)
-
 
 def read_archive(path: Path, spec: OgbSpec) -> Graph:
     """Parse a checked archive: edges as the file lists them, the official split as masks.
@@ -220,8 +199,8 @@ def read_archive(path: Path, spec: OgbSpec) -> Graph:
     except (zipfile.BadZipFile, OSError) as exc:
         raise DataError(f"{path.name}: not a readable zip archive ({exc})") from None
     with archive:
-        def read(key, dtype, width, rows):
-            return read_csv_gz(archive, names[key], dtype, width, rows, where(key))
+        def read(key, dtype, width, rows, limit=None):
+            return read_csv_gz(archive, names[key], dtype, width, rows, where(key), limit)
 
         num_nodes = _count(read("num-node-list", np.int64, 1, 1), spec.num_nodes, where,
                            "num-node-list", "nodes")
@@ -230,7 +209,8 @@ def read_archive(path: Path, spec: OgbSpec) -> Graph:
         edges = read("edge", np.int64, 2, num_edges)
         x = read("node-feat", np.float32, spec.num_features, num_nodes)
         y = read("node-label", np.float64, 1, num_nodes)[:, 0]
-        parts = [read(key, np.int64, 1, None)[:, 0] for key in SPLIT_FILES]
+        parts = [read(key, np.int64, 1, None, size)[:, 0]
+                 for key, size in zip(SPLIT_FILES, spec.split_sizes, strict=True)]
     _check_ids(edges, num_nodes, where("edge"), "node id")
     masks = _split_masks(parts, num_nodes, spec, where)
     return Graph(x=x, y=_labels(y, spec.num_classes, where("node-label")),
@@ -289,18 +269,36 @@ def processed_path(name: str, root: str | Path | None, directed: bool, sha256: s
     return dataset_dir(spec.name, root) / "processed" / f"{spec.download_name}-{mode}-{key}.npz"
 
 
-def process(name: str, root: str | Path | None = None, directed: bool = False) -> Graph:
-    """Parse the downloaded archive once (symmetrised unless ``directed``); later calls
-    read the cached ``.npz``, which is keyed by the archive's recorded SHA-256."""
-    spec = check_name(name)
+def check_directed(spec: OgbSpec, directed: bool) -> None:
     if directed and not spec.directed:
         raise ConfigError(f"{spec.name} is an undirected graph; directed=true applies to "
                           f"{', '.join(n for n, s in DATASETS.items() if s.directed)} only")
+
+
+def process(name: str, root: str | Path | None = None, directed: bool = False) -> Graph:
+    """Parse the downloaded archive once (symmetrised unless ``directed``); later calls
+    read the cached ``.npz``, which is keyed by the archive's recorded SHA-256. A recorded
+    archive that no longer parses (pinned by an older mgsparse before parses were checked) is
+    unpinned and deleted, so the next download fetches a fresh one."""
+    spec = check_name(name)
+    check_directed(spec, directed)
     archive = archive_path(spec.name, root)
     sha256 = recorded_sha256(archive)
     if sha256 is None or not archive.is_file():
         raise DataError(f"{spec.name} is not downloaded (no checked {archive.name} in "
                         f"{archive.parent}); run `mgsparse datasets download {spec.name}`")
+    try:
+        return processed_graph(spec, root, directed, archive, sha256)
+    except DataError as exc:
+        archive.unlink(missing_ok=True)
+        archive.with_name(archive.name + ".sha256").unlink(missing_ok=True)
+        raise DataError(f"{exc} (the archive was deleted: the next run downloads it "
+                        "again)") from None
+
+
+def processed_graph(spec: OgbSpec, root: str | Path | None, directed: bool, archive: Path,
+                    sha256: str) -> Graph:
+    """The parse of `archive` (SHA-256 `sha256`), from its cache or parsed and cached now."""
     def build() -> Graph:
         graph = read_archive(archive, spec)
         if directed:
@@ -319,7 +317,7 @@ def load(name: str, root: str | Path | None = None, split: str = "public",
     ('public'; 'full' and 'random' as for Planetoid), optional row normalisation."""
     spec = check_name(name)
     check_split(split)
-    download(spec.name, root, url, progress)
+    download(spec.name, root, url, progress, directed)
     return finish(process(spec.name, root, directed), split, normalize_features, **split_kwargs)
 
 

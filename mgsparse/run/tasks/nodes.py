@@ -39,6 +39,29 @@ def operand_read(config: Config) -> str | None:
     return "edge_index" if reads == "norm_adj" and m.learn_edge_weight else reads
 
 
+def check_edge_weights(config: Config, graph: Graph) -> None:
+    """Edge weights (an edge list's third column, `Graph.edge_weight`) enter a full-batch
+    GCN's Â = D^-1/2 (A + I) D^-1/2 as A's entries, and D as weighted degrees. Every other
+    reader of the graph (GAT, GraphSAGE, learned weights, sampled or receptive-field blocks)
+    would train as if each weight were 1, so it is refused here, before any step."""
+    m = config.model
+    if graph.edge_weight is None or MODELS[m.kind].operand is None:  # an MLP reads no edge
+        return
+    what = f"{graph.name}'s edges carry weights (a third column in dataset.edges)"
+    if MODELS[m.kind].operand != "norm_adj":
+        raise ConfigError(f"model.kind: {m.kind} would ignore edge weights, and {what}: only "
+                          "gcn uses edge weights; set model.kind: gcn or drop the column")
+    if m.learn_edge_weight:
+        raise ConfigError(f"model.learn_edge_weight learns the weights from 1, and {what}: "
+                          "set model.learn_edge_weight: false to train on them")
+    if config.train.batch_size is not None:
+        raise ConfigError(f"train.batch_size: sampled blocks would ignore edge weights, and "
+                          f"{what}: set train.batch_size: null to train on them")
+    if config.train.receptive_field is True:
+        raise ConfigError(f"train.receptive_field: true would ignore edge weights, and {what}: "
+                          "set it to auto or false to train on the whole graph")
+
+
 class NodeTask(Task):
     """Transductive node classification: labels and splits of one graph, placed once and read
     by every epoch of every run; subclasses say how an epoch steps and what logits are."""
@@ -46,6 +69,8 @@ class NodeTask(Task):
     def __init__(self, config: Config, graph: Graph, dtype: Any = np.float32,
                  budget: int | None = None):
         self.config, self.name, self.budget, self.dtype = config, graph.name, budget, dtype
+        check_edge_weights(config, graph)
+        self.weighted = graph.edge_weight is not None  # read by the whole graph's Â only
         self.placed = PlacedGraph.from_graph(graph, operand_read(config),
                                              config.sparse.sparsity_threshold, dtype, budget)
         self.edge_index = self.placed.edge_index
@@ -133,6 +158,9 @@ class GraphTask(NodeTask):
         wanted = setting is True or (setting == "auto" and min(
             len(self.train_idx), len(self.scored_idx)) <= AUTO_FRACTION * n)
         if not wanted or no_receptive_field(self.config.model):
+            return False
+        if self.weighted:  # blocks use unweighted degrees (`check_edge_weights`)
+            self.placement["receptive field"] = "not used: edge weights (the whole graph's Â)"
             return False
         why = block_support(self.build_model(np.random.default_rng(0)))
         if why is not None and setting is True:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import gzip
 import io
+import tracemalloc
 import zipfile
+import zlib
 
 import numpy as np
 import pytest
 
+from mgsparse.data.download import record_sha256
 from mgsparse.data.sources import ogb
 from mgsparse.errors import ChecksumError, ConfigError, DataError, DownloadError
 from tests.data.conftest import sha256
@@ -199,3 +202,83 @@ def test_oversized_download_and_malformed_url_are_refused(tiny, scripted_server,
     monkeypatch.setenv(ogb.URL_ENV, "http://[::1/")
     with pytest.raises(ConfigError, match=r"^MGSPARSE_OGB_URL: malformed URL"):
         ogb.download("ogbn-tiny")
+
+
+# --- trust only what parses: the first archive is pinned after its parse and counts ------------
+
+def test_a_first_archive_that_fails_its_counts_is_not_pinned_so_a_good_mirror_is_used(
+        tiny, tmp_path):
+    bad, good = tmp_path / "bad", tmp_path / "good"
+    for folder, members in ((bad, tiny_members(**{"num-node-list": csv_gz([7])})),
+                            (good, tiny_members())):
+        folder.mkdir()
+        (folder / "tiny.zip").write_bytes(zip_bytes(members))
+    with pytest.raises(DataError, match=r"num-node-list\.csv\.gz: 7 nodes, but the dataset "
+                                        r"has 6"):
+        ogb.download("ogbn-tiny", url=str(bad))
+    assert list((tiny / "ogbn_tiny" / "raw").iterdir()) == []  # neither archive nor record
+    archive = ogb.download("ogbn-tiny", url=str(good))
+    assert ogb.recorded_sha256(archive) == sha256((good / "tiny.zip").read_bytes())
+    assert ogb.load("ogbn-tiny", url=str(bad)).num_nodes == 6  # the pinned cache, not bad
+
+
+def test_a_pinned_archive_that_does_not_parse_is_unpinned(tiny, tmp_path):
+    """An archive pinned before parses were checked: refused once, then fetched afresh."""
+    archive = tiny / "ogbn_tiny" / "raw" / "tiny.zip"
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(zip_bytes(tiny_members(edge=csv_gz(EDGES[:-1]))))
+    record_sha256(archive)
+    with pytest.raises(DataError, match=r"edge\.csv\.gz: 7 rows, expected 8 \(the archive "
+                                        r"was deleted: the next run downloads it again\)"):
+        ogb.process("ogbn-tiny")
+    assert list(archive.parent.iterdir()) == []
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "tiny.zip").write_bytes(zip_bytes(tiny_members()))
+    assert ogb.load("ogbn-tiny", url=str(mirror)).num_edges == 12
+
+
+def bomb(row: bytes, count: int) -> bytes:
+    """`row` `count` times, gzipped a MB at a time (10 MB of rows make about 10 KB)."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # wbits 31: a gzip header and trailer
+    chunk = row * ((1 << 20) // len(row))
+    parts = [packer.compress(chunk) for _ in range(count // ((1 << 20) // len(row)))]
+    return b"".join([*parts, packer.flush()])
+
+
+TOO_MANY_BYTES = r"decompresses to more than 65,536 bytes, more than 8 rows can take"
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"edge": bomb(b"0,1\n", 10_000_000)}, r"edge\.csv\.gz: more than 8 rows, expected exactly"),
+    ({"edge": bomb(b"0", 40_000_000)}, r"edge\.csv\.gz: " + TOO_MANY_BYTES),  # one line
+    ({"edge": bomb(b"\n", 40_000_000)}, r"edge\.csv\.gz: " + TOO_MANY_BYTES),  # no rows at all
+    ({"train": bomb(b"0\n", 10_000_000)}, r"train\.csv\.gz: more than 2 rows, expected 2"),
+])
+def test_a_gzip_bomb_is_refused_after_a_bounded_read(tiny, tmp_path, override, message):
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "tiny.zip").write_bytes(zip_bytes(tiny_members(**override)))
+    tracemalloc.start()
+    try:
+        with pytest.raises(DataError, match=r"^tiny\.zip:tiny/(raw|split/time)/" + message):
+            ogb.download("ogbn-tiny", url=str(mirror))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, f"{peak / 1e6:.1f} MB traced: the member was read in full"
+    assert list((tiny / "ogbn_tiny" / "raw").iterdir()) == []
+
+
+def test_a_zip_member_declaring_more_than_the_cap_is_refused_before_inflating(
+        tiny, tmp_path, monkeypatch):
+    monkeypatch.setitem(ogb.DATASETS, "ogbn-tiny", ogb.OgbSpec(**{**TINY.__dict__,
+                                                                  "max_bytes": 1 << 20}))
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    members = {**tiny_members(), "tiny/mapping/zeros.bin": bytes(64 << 20)}
+    (mirror / "tiny.zip").write_bytes(zip_bytes(members))
+    with pytest.raises(DataError, match=r"^tiny\.zip: member tiny/mapping/zeros\.bin takes the "
+                                        r"unzipped size past 4,194,304 bytes \(a zip bomb\?\)"):
+        ogb.download("ogbn-tiny", url=str(mirror))
+    assert list((tiny / "ogbn_tiny" / "raw").iterdir()) == []

@@ -1,0 +1,79 @@
+"""The backward pass: the graph below a root in topological order, gradients accumulated.
+
+The order comes from an explicit stack (no recursion limit, a deterministic order: parents in
+argument order, never a `set`); each op's backward runs once, after every use of its output
+has added (`+=`) into the gradient it receives. A gradient whose shape differs from its input's
+is refused at once, naming the op.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mgsparse.engine.tensor import Context, Tensor
+from mgsparse.errors import MgsparseError, ShapeError
+
+
+def _topological_order(root: Tensor) -> list[Tensor]:
+    """Post-order of the graph below `root`, by an explicit stack (no recursion limit)."""
+    order: list[Tensor] = []
+    visited: set[int] = {id(root)}
+    stack: list[tuple[Tensor, int]] = [(root, 0)]
+    while stack:
+        node, i = stack.pop()
+        parents = node._ctx.parents if node._ctx is not None else ()
+        if parents is None:
+            raise MgsparseError(
+                "backward() through a graph that was already freed; "
+                "pass retain_graph=True to the first backward"
+            )
+        while i < len(parents):
+            p = parents[i]
+            i += 1
+            if isinstance(p, Tensor) and p.requires_grad and id(p) not in visited:
+                visited.add(id(p))
+                stack.append((node, i))
+                stack.append((p, 0))
+                break
+        else:
+            order.append(node)
+    return order
+
+
+def run_backward(root: Tensor, grad: np.ndarray, retain_graph: bool) -> None:
+    grads: dict[int, np.ndarray] = {id(root): grad}
+    for node in reversed(_topological_order(root)):
+        g = grads.pop(id(node), None)
+        if g is None:
+            continue
+        ctx = node._ctx
+        if ctx is None or node._retain_grad:  # always an ndarray: numpy turns 0-d sums to scalars
+            node.grad = np.array(g) if node.grad is None else np.asarray(node.grad + g)
+        if ctx is None:
+            continue
+        if ctx.guards:
+            ctx.check_versions()
+        in_grads = ctx.fn.backward(ctx, g)
+        if not isinstance(in_grads, tuple):
+            in_grads = (in_grads,)
+        for parent, pg, needed in zip(ctx.parents, in_grads, ctx.needs_input_grad):
+            if needed and pg is not None:
+                _accumulate(grads, ctx.fn, parent, pg)
+        if not retain_graph:
+            ctx.free()
+
+
+def _accumulate(grads: dict, fn: type, parent: Tensor, g: np.ndarray) -> None:
+    if g.shape != parent.shape:
+        raise ShapeError(
+            f"{fn.__name__}.backward returned a gradient of shape {g.shape} "
+            f"for an input of shape {parent.shape}"
+        )
+    g = g.astype(parent.dtype, copy=False)
+    key = id(parent)
+    grads[key] = g if key not in grads else grads[key] + g
+
+
+def graph_contexts(root: Tensor) -> list[Context]:
+    """Every op application in the graph below `root`, inputs before outputs."""
+    return [t._ctx for t in _topological_order(root) if t._ctx is not None]

@@ -1,0 +1,109 @@
+"""Movement ops: reshape, transpose, indexing, concatenation and stacking.
+
+They move or copy entries without arithmetic, so each backward routes the gradient back to
+where the entries came from: the inverse reshape or permutation, a scatter-add into the
+indexed positions, a split along the joined axis.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mgsparse.engine.tensor import Function
+from mgsparse.errors import ShapeError
+
+
+class Reshape(Function):
+    @staticmethod
+    def forward(ctx, x, shape):
+        ctx.shape = x.shape
+        try:
+            return x.reshape(shape)
+        except ValueError:
+            raise ShapeError(f"reshape: cannot reshape {x.shape} into {shape}") from None
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g reshaped back."""
+        return g.reshape(ctx.shape), None
+
+
+class Transpose(Function):
+    @staticmethod
+    def forward(ctx, x, axes):
+        try:
+            out = x.transpose(axes)
+        except (ValueError, TypeError):
+            raise ShapeError(f"transpose: axes {axes} do not permute shape {x.shape}") from None
+        # negative axes are normalised so that argsort gives the inverse permutation
+        ctx.axes = None if axes is None else tuple(a % x.ndim for a in axes)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g with the inverse permutation."""
+        inverse = None if ctx.axes is None else tuple(np.argsort(ctx.axes))
+        return g.transpose(inverse), None
+
+
+def _is_basic_index(idx) -> bool:
+    """Slices, ints, None and Ellipsis select each element at most once."""
+    parts = idx if isinstance(idx, tuple) else (idx,)
+    return all(isinstance(p, (slice, int, np.integer, type(None), type(Ellipsis))) for p in parts)
+
+
+def _is_mask_index(idx) -> bool:
+    return isinstance(idx, np.ndarray) and idx.dtype == bool
+
+
+class GetItem(Function):
+    @staticmethod
+    def forward(ctx, x, idx):
+        ctx.shape, ctx.dtype, ctx.idx = x.shape, x.dtype, idx
+        return np.asarray(x[idx])
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = zeros with g scattered (added) back to the gathered positions."""
+        dx = np.zeros(ctx.shape, dtype=ctx.dtype)
+        if _is_basic_index(ctx.idx) or _is_mask_index(ctx.idx):
+            dx[ctx.idx] = g  # each position at most once: plain assignment
+        else:
+            np.add.at(dx, ctx.idx, g)  # repeated indices must sum
+        return dx, None
+
+
+class Concatenate(Function):
+    @staticmethod
+    def forward(ctx, axis, *xs):
+        try:
+            out = np.concatenate(xs, axis=axis)
+        except ValueError as e:
+            shapes = ", ".join(str(x.shape) for x in xs)
+            raise ShapeError(f"concatenate along axis {axis}: shapes {shapes} ({e})") from None
+        ctx.axis = axis
+        ctx.splits = np.cumsum([x.shape[axis] for x in xs])[:-1]
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx_i = the slice of g that x_i filled."""
+        return (None, *np.split(g, ctx.splits, axis=ctx.axis))
+
+
+class Stack(Function):
+    @staticmethod
+    def forward(ctx, axis, *xs):
+        ctx.axis = axis
+        try:
+            return np.stack(xs, axis=axis)
+        except ValueError as e:
+            shapes = ", ".join(str(x.shape) for x in xs)
+            raise ShapeError(f"stack along axis {axis}: shapes {shapes} ({e})") from None
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx_i = g[..., i, ...] along the stacked axis."""
+        return (None, *(np.take(g, i, axis=ctx.axis) for i in range(g.shape[ctx.axis])))
+
+
