@@ -7,7 +7,7 @@ from mgsparse.config import Config
 from mgsparse.run.budget import budget_bytes, fit_within_budget
 from mgsparse.run.placed import load_graph
 from mgsparse.run.task import Progress, Task
-from mgsparse.run.tasks.links import LinkTask, link_dataset
+from mgsparse.run.tasks.links import LinkTask, load_link_graph
 from mgsparse.run.tasks.nodes import GraphTask
 from mgsparse.run.tasks.points import PointTask
 from mgsparse.run.tasks.sampled import SampledGraphTask
@@ -28,8 +28,7 @@ def make_task(config: Config, progress: Progress | None = None) -> Task:
     if is_points(config.dataset.name):
         task: Task = PointTask(config)
     elif config.task == "link":  # held-out edges of one graph, full batch
-        task = LinkTask(config, load_graph(link_dataset(config.dataset), progress),
-                        budget=budget)
+        task = LinkTask(config, load_link_graph(config.dataset, progress), budget=budget)
     elif config.train.batch_size is not None:  # a graph model on sampled mini-batches
         task = SampledGraphTask(config, load_graph(config.dataset, progress), budget=budget)
     else:

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from mgsparse.catalog import DATASETS
 from mgsparse.config import Config, DatasetConfig
-from mgsparse.data import Graph
+from mgsparse.data import Graph, user
 from mgsparse.data.links import EdgeSplit, split_edges
 from mgsparse.engine import Tensor, no_grad
 from mgsparse.nn import functional as F
@@ -36,8 +37,8 @@ from mgsparse.nn.gae import GAE, VGAE
 from mgsparse.nn.module import Module
 from mgsparse.run.build import build_model
 from mgsparse.run.metrics import average_precision, hits_at_k, roc_auc
-from mgsparse.run.placed import PlacedGraph
-from mgsparse.run.task import Batch, Metric, Scores, Task, TaskMetrics
+from mgsparse.run.placed import PlacedGraph, load_graph
+from mgsparse.run.task import Batch, Metric, Progress, Scores, Task, TaskMetrics
 from mgsparse.run.tasks.nodes import operand_read
 
 EVAL_SPLITS = ("val", "test")
@@ -59,13 +60,18 @@ def link_metrics(hits_k: int | None = None) -> TaskMetrics:
         legend="val AUC/AP: held-out edges against as many non-edges · v.loss: their BCE")
 
 
-def link_dataset(ds: DatasetConfig) -> DatasetConfig:
-    """The dataset section as a link task loads it. The task reads no node split, so your own
-    files without node files load with the smallest random one (which nothing reads) rather
-    than asking for the three node files or for 1,500 labelled nodes."""
-    if DATASETS[ds.name].source != "files" or ds.train_nodes is not None:
-        return ds
-    return dataclasses.replace(ds, split="random", num_train_per_class=1, num_val=0, num_test=1)
+def load_link_graph(ds: DatasetConfig, progress: Progress | None = None) -> Graph:
+    """The graph a link task reads: the dataset section's, through its source. A link task
+    reads no labels and no node split, so your own files need only the edge list: they are
+    read by `user.load_csv_graph` directly (the files source asks for labels, which node
+    classification needs), with the smallest random node split, which nothing reads, when no
+    node files are named."""
+    if DATASETS[ds.name].source != "files":
+        return load_graph(ds, progress)
+    if ds.train_nodes is None:
+        ds = dataclasses.replace(ds, split="random", num_train_per_class=1, num_val=0,
+                                 num_test=1)
+    return user.load_csv_graph(**user.config_kwargs(ds), name=Path(ds.edges).parent.name)
 
 
 def bce_logits(scores: np.ndarray, target: float) -> float:
