@@ -8,7 +8,9 @@
 - `nn.vgae`: the variational form in training mode, Z = μ + σ ⊙ ε with ε drawn from a
   generator reset before every call (each finite difference sees the same ε), its scores
   plus KL / N, so the KL term's gradient is checked too;
-- `nn.gae_mlp_decoder`: the encoder with the MLP decoder on z_u ⊙ z_v.
+- `nn.gae_mlp_decoder`: the encoder with the MLP decoder on z_u ⊙ z_v;
+- `nn.full_reconstruction`: Kipf's loss over every entry of Z Zᵀ, the positives a symmetric
+  pair and every self-loop, against the scalar reference entry by entry.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from mgsparse.checks.engine import op
 from mgsparse.checks.nn import Layer, _parameters, random_graph
 from mgsparse.engine import Tensor
 from mgsparse.nn.decode import InnerProductDecoder, MLPDecoder, pair_dot
-from mgsparse.nn.gae import GAE, VGAE
+from mgsparse.nn.gae import GAE, VGAE, full_reconstruction_loss
 from mgsparse.nn.gcn import GCN
 
 NOISE_SEED = 11
@@ -36,6 +38,30 @@ def _scalar_pair_dot(z: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     """Σ_j z[u, j] · z[v, j], pair by pair, from Values."""
     return np.array([each(lambda a, b: a * b)(z[u], z[v]).sum() for u, v in pairs.T],
                     dtype=object)
+
+
+def _positives(n: int) -> np.ndarray:
+    """Every self-loop and, with two nodes or more, the pair {0, 1} both ways."""
+    loops = np.arange(n)
+    extra = [[0, 1], [1, 0]] if n > 1 else [[], []]
+    return np.concatenate([np.stack([loops, loops]), np.array(extra, dtype=np.int64)], axis=1)
+
+
+def _scalar_full_reconstruction(z: np.ndarray, positives: np.ndarray):
+    """norm · mean_ij [w·y·softplus(−L_ij) + (1 − y)·softplus(L_ij)], from Values."""
+    n = z.shape[0]
+    pos = set(zip(*positives.tolist()))
+    weight = (n * n - len(pos)) / len(pos)
+    terms = []
+    for i in range(n):
+        for j in range(n):
+            logit = sum((z[i, k] * z[j, k] for k in range(z.shape[1])), 0.0)
+            if (i, j) in pos:
+                terms.append(weight * (1 + (-logit).exp()).log())
+            else:
+                terms.append((1 + logit.exp()).log())
+    norm = n * n / (2.0 * (n * n - len(pos)))
+    return sum(terms[1:], terms[0]) * (norm / (n * n))
 
 
 def _model(kind: str):
@@ -79,4 +105,6 @@ CASES: list[Case] = [
     autoencoder("gae", "gae"),
     autoencoder("vgae", "vgae"),
     autoencoder("gae_mlp_decoder", "mlp"),
+    op("full_reconstruction", lambda r, n, m: (normal(r, (max(n, 3), m)), _positives(max(n, 3))),
+       full_reconstruction_loss, _scalar_full_reconstruction, group="nn"),
 ]

@@ -277,6 +277,9 @@ def _check_link(config: Config, where: Where) -> None:
     if config.train.batch_size is not None:
         raise ConfigError(f"{where(('train', 'batch_size'))}: task: link trains full batch "
                           f"(sampled pairs are designed, not built); set batch_size: null")
+    if link.negatives == "all" and link.decoder != "inner":
+        raise ConfigError(f"{where(('link', 'negatives'))}: link.negatives: all scores every "
+                          f"pair as Z·Zᵀ, the inner-product decoder (set link.decoder: inner)")
     if link.variational and config.model.layers < 2:
         raise ConfigError(f"{where(('model', 'layers'))}: link.variational needs model.layers "
                           f">= 2 (a body, then the μ and log σ layers), got "

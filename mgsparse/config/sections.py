@@ -157,7 +157,7 @@ class LinkConfig:
     """Link prediction (``task: link``, `mgsparse.run.tasks.links`): ``val``/``test`` are the
     fractions of the graph's edges held out (Kipf & Welling's 5% / 10%), each with as many
     fixed non-edges; ``neg_ratio`` sampled non-edges per training edge, drawn anew every
-    epoch; ``seed`` fixes the split; ``undirected`` holds each edge out in both directions.
+    epoch (``negatives: all`` scores every pair instead, Kipf's loss); ``seed`` fixes the split; ``undirected`` holds each edge out in both directions.
     The encoder is the model section's, ``latent`` wide; ``decoder`` scores a pair (inner
     product or an MLP on z_u ⊙ z_v); ``variational`` makes it a VGAE; ``hits_k`` adds Hits@K.
     """
@@ -165,6 +165,7 @@ class LinkConfig:
     val: float = _num(0.05, gt=0, lt=1)
     test: float = _num(0.10, gt=0, lt=1)
     neg_ratio: float = _num(1.0, gt=0)
+    negatives: Literal["sampled", "all"] = "sampled"
     seed: int = _num(0, ge=0)
     undirected: bool = True
     latent: int = _num(16, ge=1)

@@ -15,6 +15,10 @@ loss adds the KL divergence to N(0, I) scaled by 1/N as their code does:
 
 Evaluation reads Z = μ. log σ is clipped at `MAX_LOGSTD` (PyG's 10) so σ² cannot overflow.
 The models take built modules, never a config: `mgsparse.run.tasks.links` builds them.
+
+`full_reconstruction_loss` is the loss of Kipf's code: every one of the N² entries of
+A_train + I scored, positives weighted up by (N² − P) / P, as one op (see its docstring);
+sampled pairs (PyG's `recon_loss`) are the task's default.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Tensor
+from mgsparse.engine.tensor import Function
+from mgsparse.errors import ShapeError
 from mgsparse.nn.module import Module
 from mgsparse.nn.stack import get_activation
 
@@ -35,6 +41,58 @@ def kl_normal(mu: Tensor, logstd: Tensor) -> Tensor:
     −½ · mean_i Σ_j (1 + 2 log σ_ij − μ_ij² − σ_ij²)."""
     terms = 1.0 + 2.0 * logstd - mu * mu - (2.0 * logstd).exp()
     return terms.sum(axis=1).mean() * -0.5
+
+
+def _softplus(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+
+
+class FullReconstruction(Function):
+    """loss = c · [Σ_ij softplus(L_ij) + Σ_(u,v)∈P (w·(softplus(l) − l) − softplus(l))],
+    L = Z Zᵀ, l = L_uv: the mean over all N² entries of weighted BCE against A_train + I (the
+    positives P, each once), as Kipf's code computes it, without an N² target array.
+
+    softplus(L) = max(L, 0) + log(1 + e), e = exp(−|L|), and Σ max(L, 0) = (Σ L + Σ |L|) / 2
+    with Σ L = ‖Σ_i z_i‖²: four passes over the N² entries; L and e are kept for σ(L)."""
+
+    @staticmethod
+    def forward(ctx, z, u, v, pos_weight, scale):
+        logits = z @ z.T
+        e = np.abs(logits)
+        total_abs = np.sum(e, dtype=np.float64)
+        np.exp(np.negative(e, out=e), out=e)  # e = exp(−|L|), in place
+        column = z.sum(axis=0, dtype=np.float64)
+        total = (column @ column + total_abs) / 2 + np.sum(np.log1p(e), dtype=np.float64)
+        lp = logits[u, v].astype(np.float64)
+        total += np.sum(pos_weight * (_softplus(lp) - lp) - _softplus(lp))
+        ctx.save_for_backward(z, logits, e)
+        ctx.u, ctx.v, ctx.pos_weight, ctx.scale = u, v, pos_weight, scale
+        return np.asarray(scale * total, dtype=z.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        """dL = c·g·(σ(L) + at P: w·(σ(l) − 1) − σ(l)); dZ = dL·Z + dLᵀ·Z."""
+        z, logits, e = ctx.saved_tensors
+        d = np.reciprocal(1 + e)  # σ(|L|)
+        np.copyto(d, e * d, where=logits < 0)  # σ(L) = e / (1 + e) where L < 0
+        sig = d[ctx.u, ctx.v]
+        np.add.at(d, (ctx.u, ctx.v), ctx.pos_weight * (sig - 1) - sig)
+        d *= g * ctx.scale
+        return d @ z + d.T @ z, None, None, None, None
+
+
+def full_reconstruction_loss(z: Tensor, positives: np.ndarray) -> Tensor:
+    """Kipf & Welling's reconstruction loss: norm · mean_ij BCE_w(L_ij, Y_ij), Y = the
+    `positives` (2, P) (the training graph both ways plus every self-loop, each once),
+    pos_weight w = (N² − P) / P, norm = N² / (2 (N² − P)). Costs N² per step: small graphs."""
+    n, p = z.shape[0], positives.shape[1]
+    negatives = n * n - p
+    if p == 0 or negatives <= 0:
+        raise ShapeError(f"full_reconstruction_loss: {p} positives of {n * n} entries: needs "
+                         f"at least one positive and one negative")
+    pos_weight, norm = negatives / p, n * n / (2.0 * negatives)
+    return FullReconstruction.apply(z, positives[0], positives[1], pos_weight,
+                                    norm / (n * n))
 
 
 class GAE(Module):

@@ -12,8 +12,8 @@ from mgsparse.errors import ConfigError
 def test_node_classification_is_the_default_and_link_the_other_task():
     config = config_from_dict({"dataset": {"name": "karate"}})
     assert TASKS == ("node", "link") and config.task == "node"
-    assert config.link == LinkConfig(val=0.05, test=0.10, neg_ratio=1.0, seed=0,
-                                     undirected=True, latent=16, decoder="inner",
+    assert config.link == LinkConfig(val=0.05, test=0.10, neg_ratio=1.0, negatives="sampled",
+                                     seed=0, undirected=True, latent=16, decoder="inner",
                                      variational=False, hits_k=None)
 
 
@@ -33,6 +33,9 @@ def test_the_task_round_trips_and_is_set_from_the_command_line(tmp_path):
      "train on")),
     ("task: link\nlink:\n  neg_ratio: -1\n", "c.yaml:3: link.neg_ratio must be > 0 (got -1)"),
     ("task: link\nlink:\n  val: 0\n", "c.yaml:3: link.val must be in (0, 1) (got 0)"),
+    ("task: link\nlink:\n  negatives: all\n  decoder: mlp\n",
+     ("c.yaml:3: link.negatives: all scores every pair as Z·Zᵀ, the inner-product decoder "
+     "(set link.decoder: inner)")),
     ("task: link\nlink:\n  hits_k: 0\n", "c.yaml:3: link.hits_k must be >= 1 or null (got 0)"),
     ("task: link\nlink:\n  variational: true\nmodel:\n  layers: 1\n",
      ("c.yaml:5: link.variational needs model.layers >= 2 (a body, then the μ and log σ "

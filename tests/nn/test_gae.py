@@ -12,7 +12,7 @@ from mgsparse.checks import CASES, check_case
 from mgsparse.engine import Tensor
 from mgsparse.errors import ShapeError
 from mgsparse.nn.decode import InnerProductDecoder, MLPDecoder, pair_dot
-from mgsparse.nn.gae import GAE, VGAE, kl_normal
+from mgsparse.nn.gae import GAE, VGAE, full_reconstruction_loss, kl_normal
 from mgsparse.nn.gcn import GCN
 
 
@@ -92,7 +92,23 @@ def test_gae_encodes_with_its_encoder_and_scores_with_its_decoder():
     assert np.array_equal(model.embed(x, edges).data, z.data)
 
 
-@pytest.mark.parametrize("name", ["nn.pair_dot", "nn.gae", "nn.vgae", "nn.gae_mlp_decoder"])
+def test_the_full_reconstruction_is_kipfs_weighted_bce_over_every_entry():
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal((6, 3))
+    pos = np.array([[0, 1, 2, 3, 0, 1, 2, 3, 4, 5], [1, 0, 3, 2, 0, 1, 2, 3, 4, 5]])
+    y = np.zeros((6, 6))
+    y[pos[0], pos[1]] = 1
+    logits, p = z @ z.T, pos.shape[1]
+    pos_weight, norm = (36 - p) / p, 36 / (2 * (36 - p))
+    by_hand = norm * np.mean(pos_weight * y * np.logaddexp(0, -logits)
+                             + (1 - y) * np.logaddexp(0, logits))  # their code's loss
+    assert float(full_reconstruction_loss(Tensor(z), pos).data) == pytest.approx(by_hand)
+    with pytest.raises(ShapeError, match="needs at least one positive and one negative"):
+        full_reconstruction_loss(Tensor(z[:1]), np.array([[0], [0]]))
+
+
+@pytest.mark.parametrize("name", ["nn.pair_dot", "nn.gae", "nn.vgae", "nn.gae_mlp_decoder",
+                                  "nn.full_reconstruction"])
 def test_the_link_cases_are_registered_and_pass(name):
     rows = check_case(CASES[name], seed=1, size="medium")
     assert rows and all(r.passed for r in rows)

@@ -9,7 +9,9 @@ shuffle generator, and steps on
 
     loss = BCE(s(pos), 1) + BCE(s(neg), 0)  [+ KL / N for a VGAE]
 
-(each term a mean, PyG's `recon_loss`). The scores are ROC-AUC and average precision of the
+(each term a mean, PyG's `recon_loss`); with `link.negatives: all`, every entry of
+A_train + I instead, positives weighted up (Kipf's code: `nn.gae.full_reconstruction_loss`,
+N² logits per step, for small graphs). The scores are ROC-AUC and average precision of the
 validation and test pairs (`mgsparse.run.metrics`), the validation BCE, and Hits@K with
 `link.hits_k`; the highest validation AUC picks the best epoch.
 
@@ -33,7 +35,7 @@ from mgsparse.data.links import EdgeSplit, split_edges
 from mgsparse.engine import Tensor, no_grad
 from mgsparse.nn import functional as F
 from mgsparse.nn.decode import InnerProductDecoder, MLPDecoder
-from mgsparse.nn.gae import GAE, VGAE
+from mgsparse.nn.gae import GAE, VGAE, full_reconstruction_loss
 from mgsparse.nn.module import Module
 from mgsparse.run.build import build_model
 from mgsparse.run.metrics import average_precision, hits_at_k, roc_auc
@@ -128,6 +130,9 @@ class LinkTask(Task):
         return VGAE(body, mu, logstd, decoder, m.activation, rng)
 
     def batches(self, model: Module, shuffle: np.random.Generator) -> Iterator[Batch]:
+        if self.config.link.negatives == "all":
+            yield self._full_step(model)
+            return
         negatives = self.split.sample_negatives(self.num_negatives, shuffle)
         positives = self.split.train_pos
 
@@ -136,10 +141,22 @@ class LinkTask(Task):
             pos, neg = model.decode(z, positives), model.decode(z, negatives)
             loss = (F.binary_cross_entropy_with_logits(pos, np.ones(pos.shape, pos.dtype))
                     + F.binary_cross_entropy_with_logits(neg, np.zeros(neg.shape, neg.dtype)))
-            if regulariser is not None:
-                loss = loss + regulariser
-            return loss, positives.shape[1] + negatives.shape[1]
+            return (loss if regulariser is None else loss + regulariser), (
+                positives.shape[1] + negatives.shape[1])
         yield step
+
+    def _full_step(self, model: Module) -> Batch:
+        """`link.negatives: all`: every entry of A_train + I scored (`full_reconstruction_loss`,
+        Kipf's code), the inner product's logits only."""
+        n = self.placed.num_nodes
+        loops = np.arange(n, dtype=np.int64)
+        positives = np.concatenate([self.split.train_graph, np.stack([loops, loops])], axis=1)
+
+        def step() -> tuple[Tensor, int]:
+            z, regulariser = model.encode(self.features, *self.graph_args())
+            loss = full_reconstruction_loss(z, positives)
+            return (loss if regulariser is None else loss + regulariser), n * n
+        return step
 
     def pair_scores(self, model: Module) -> dict[str, np.ndarray]:
         """Logits of every held-out pair set (val_pos, val_neg, test_pos, test_neg), eval mode:

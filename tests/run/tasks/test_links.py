@@ -110,3 +110,13 @@ def test_the_validation_loss_is_the_bce_of_both_sets_of_pairs(task):
                                                + bce_logits(s["val_neg"], 0.0))
     assert bce_logits(np.array([0.0]), 1.0) == pytest.approx(np.log(2))
     assert len(s["test_pos"]) == len(s["test_neg"]) == task.split.test_pos.shape[1]
+
+
+def test_every_pair_scored_as_kipfs_code_learns_and_draws_no_negatives():
+    config = link_config(link={"negatives": "all"}, train={"epochs": 30})
+    t = make_task(config)
+    model = t.build_model(np.random.default_rng(0))
+    (step,) = t.batches(model, np.random.default_rng(0))
+    assert step()[1] == 300 * 300  # every entry of A_train + I
+    (run,) = fit(config, t).runs
+    assert run.scores["test_auc"] > 0.85
