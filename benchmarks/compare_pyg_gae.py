@@ -179,7 +179,7 @@ def report(runs: list[dict]) -> None:
         auc = np.mean([r[name]["test"][0] for r in runs])
         ap = np.mean([r[name]["test"][1] for r in runs])
         setup = ", ".join(sorted({r[name]["setup"] for r in runs} - {""}))
-        print(f"  {name:<9} epoch median {median:7.2f} ms   test AUC {auc:.4f}  AP {ap:.4f}"
+        print(f"  {name + ':':<10} epoch median {median:7.2f} ms   test AUC {auc:.4f}  AP {ap:.4f}"
               + (f"   ({setup})" if setup else ""))
     print(f"  epoch-time ratio mgsparse / PyG: {medians['mgsparse'] / medians['PyG']:.2f}")
 
