@@ -3,6 +3,8 @@ the rules across sections, each error one line pointing at the key's line."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mgsparse.config import TASKS, Config, LinkConfig, config_from_dict, load_config
@@ -53,3 +55,19 @@ def test_a_link_task_on_a_set_of_graphs_is_refused():
     with pytest.raises(ConfigError, match="task: link predicts the edges of one graph; dataset "
                                           "'mutag' is not one"):
         config_from_dict({"task": "link", "dataset": {"name": "mutag"}})
+
+
+@pytest.mark.parametrize("name, variational", [("cora-gae", False), ("cora-vgae", True),
+                                                ("citeseer-gae", False)])
+def test_the_shipped_auto_encoders_are_kipfs_recipe(name, variational):
+    """Hidden 32, latent 16, Adam lr 0.01, 200 epochs, no dropout or decay, the features used
+    as they are, every pair scored (their code's loss), 5% / 10% held out."""
+    c = load_config(Path(__file__).parents[2] / "configs" / f"{name}.yaml")
+    assert c.task == "link" and c.link.variational is variational
+    assert (c.model.kind, c.model.layers, c.model.hidden, c.link.latent) == ("gcn", 2, 32, 16)
+    assert (c.optim.name, c.optim.lr, c.optim.weight_decay, c.model.dropout) == (
+        "adam", 0.01, 0.0, 0.0)
+    assert (c.train.epochs, c.train.grad_clip_norm, c.dataset.normalize_features) == (
+        200, None, False)
+    assert (c.link.val, c.link.test, c.link.negatives, c.link.decoder) == (
+        0.05, 0.10, "all", "inner")
