@@ -8,6 +8,14 @@ from mgsparse.sparse import SparseTensor
 __version__ = "0.1.0"
 
 __all__ = [
-    "Function", "GradcheckResult", "SparseTensor", "Tensor", "Value", "concatenate", "gradcheck",
-    "no_grad", "stack", "__version__",
+    "Function",
+    "GradcheckResult",
+    "SparseTensor",
+    "Tensor",
+    "Value",
+    "__version__",
+    "concatenate",
+    "gradcheck",
+    "no_grad",
+    "stack",
 ]

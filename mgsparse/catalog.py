@@ -36,12 +36,13 @@ class ModelFacts:
     description: str
     builder: str  # the class in mgsparse.nn that builds it
     options: tuple[str, ...] = ()  # model-section keys passed on to that class
+    block_form: bool = True  # its layers run on blocks (nn/block.py): receptive fields, sampling
 
 
 DATASETS: dict[str, DatasetFacts] = {d.name: d for d in (
     DatasetFacts("cora", "graph", "planetoid",
                  "citation graph: 2,708 nodes, 10,556 edges, 1,433 features, 7 classes",
-                 {"gcn": 0.815, "gat": 0.830}, title="Cora"),
+                 {"gcn": 0.815, "gat": 0.830, "sgc": 0.810, "gcnii": 0.855}, title="Cora"),
     DatasetFacts("citeseer", "graph", "planetoid",
                  "citation graph: 3,327 nodes, 9,104 edges, 3,703 features, 6 classes",
                  {"gcn": 0.703, "gat": 0.725}, title="CiteSeer"),
@@ -86,16 +87,23 @@ DATASETS: dict[str, DatasetFacts] = {d.name: d for d in (
                  maker="make_blobs"),
 )}
 
+STACK_OPTIONS = ("residual", "jk", "norm")  # the options of nn.stack.StackedModel.stack_options
 MODELS: dict[str, ModelFacts] = {m.kind: m for m in (
     ModelFacts("gcn", "norm_adj", "graph convolution, Kipf & Welling 2017", "GCN",
-               ("learn_edge_weight",)),
+               ("learn_edge_weight", *STACK_OPTIONS)),
     ModelFacts("gat", "edge_index", "graph attention, Veličković et al. 2018", "GAT",
-               ("heads", "output_heads", "attn_dropout")),
+               ("heads", "output_heads", "attn_dropout", *STACK_OPTIONS)),
     ModelFacts("sage", "edge_index", "GraphSAGE with mean aggregation, Hamilton et al. 2017",
-               "GraphSAGE", ("normalize",)),
+               "GraphSAGE", ("normalize", *STACK_OPTIONS)),
     ModelFacts("gin", "edge_index", "graph isomorphism network, Xu et al. 2019", "GIN",
-               ("train_eps",)),
-    ModelFacts("mlp", None, "multi-layer perceptron: no graph", "MLP"),
+               ("train_eps", *STACK_OPTIONS)),
+    ModelFacts("mlp", None, "multi-layer perceptron: no graph", "MLP", STACK_OPTIONS),
+    ModelFacts("appnp", "norm_adj", "MLP then personalised-PageRank propagation, Klicpera et "
+               "al. 2019", "APPNP", ("k", "alpha"), block_form=False),
+    ModelFacts("sgc", "norm_adj", "simplified graph convolution (Â^K X, one linear layer), Wu "
+               "et al. 2019", "SGC", ("k",), block_form=False),
+    ModelFacts("gcnii", "norm_adj", "deep GCN with initial residual and identity mapping, Chen "
+               "et al. 2020", "GCNII", ("alpha", "theta"), block_form=False),
 )}
 
 DATASET_NAMES: tuple[str, ...] = tuple(DATASETS)

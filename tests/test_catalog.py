@@ -73,7 +73,16 @@ def test_every_model_kind_names_its_class_operand_and_options(kind):
 def test_the_operand_each_model_reads():
     assert {k: m.operand for k, m in MODELS.items()} == {
         "gcn": "norm_adj", "gat": "edge_index", "sage": "edge_index", "gin": "edge_index",
-        "mlp": None}
+        "mlp": None, "appnp": "norm_adj", "sgc": "norm_adj", "gcnii": "norm_adj"}
+
+
+@pytest.mark.parametrize("kind", [k for k, m in MODELS.items() if m.operand is not None])
+def test_the_block_form_fact_is_what_the_layers_say(kind):
+    """The catalog's block_form (read by the config check) agrees with the model's layers."""
+    from mgsparse.nn.block import block_support
+
+    model = getattr(mgsparse.nn, MODELS[kind].builder)(3, 4, 2, layers=2)
+    assert MODELS[kind].block_form == (block_support(model) is None)
 
 
 def test_paper_accuracies():
@@ -82,6 +91,8 @@ def test_paper_accuracies():
     assert paper_accuracy("gcn", "citeseer") == 0.703
     assert paper_accuracy("gcn", "pubmed") == 0.790
     assert paper_accuracy("gat", "cora") == 0.830
+    assert paper_accuracy("sgc", "cora") == 0.810  # Wu et al. 2019
+    assert paper_accuracy("gcnii", "cora") == 0.855  # Chen et al. 2020
     assert paper_accuracy("gat", "citeseer") == 0.725
     assert paper_accuracy("mlp", "cora") is None
     assert paper_accuracy("gcn", "karate") is None

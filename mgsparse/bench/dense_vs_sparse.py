@@ -1,8 +1,16 @@
 """Dense vs sparse: the same GCN training step with Â and X stored both ways, timed and traced.
 
-The step is `train.train_step` — forward, masked cross-entropy, backward, gradient clipping,
-optimizer step — on operands placed two ways from one prepared graph: ``sparse`` (Â and X
-as SparseTensors) and ``dense`` (both as dense float32 arrays). Per representation:
+The step is the run loop's training step — forward, masked cross-entropy, backward, gradient
+clipping, optimizer step — on operands placed two ways from one prepared graph: ``sparse`` (Â
+and X as SparseTensors) and ``dense`` (both as dense float32 arrays).
+
+Two steps are compared. The *whole-graph* step (every layer on every node, what
+``train.receptive_field: false`` trains) is always measured: it is the step whose cost grows
+with the graph, and the one the sweep fits. When the config trains on receptive fields (the
+default ``auto`` on Cora: 140 ← 644 ← 1,664 of 2,708 rows), the *receptive-field* step that
+`mgsparse train` runs is measured too, labelled as such: there only the features change
+representation (the blocks' Â rows are sparse either way) and the whole-graph Â is not built.
+Per representation and step:
 
 - step time: median and interquartile range over ``repeat`` steps after ``warmup`` steps,
   with tracemalloc off (tracing slows every allocation);
@@ -17,8 +25,8 @@ as SparseTensors) and ``dense`` (both as dense float32 arrays). Per representati
 
 Equivalence: from the same initial weights and with dropout off (the two representations
 draw their dropout masks from the generator differently, so with dropout on they compute the
-same function of different masks), the loss and every parameter gradient are compared as
-max|a − b| / max|b| per parameter.
+same function of different masks), the loss of the step and every parameter gradient are
+compared as max|a − b| / max|b| per parameter.
 
 The same step over graphs of growing size is `mgsparse.bench.sweep`, built on `measure` here.
 """
@@ -41,11 +49,11 @@ from mgsparse.config import Config, config_from_dict, load_config
 from mgsparse.data import Graph
 from mgsparse.engine import Tensor
 from mgsparse.errors import ConfigError
-from mgsparse.nn import functional as F
 from mgsparse.run.budget import estimate_step_bytes
 from mgsparse.run.build import build_optimizer
 from mgsparse.run.loop import train_epoch
 from mgsparse.run.monitor import MB
+from mgsparse.run.placed import UNBUILT
 from mgsparse.run.task import shuffle_generator
 from mgsparse.run.tasks.nodes import GraphTask
 from mgsparse.sparse import SparseTensor
@@ -103,6 +111,9 @@ class Equivalence:
 
 @dataclass
 class DenseVsSparseResult:
+    """One step compared both ways; the whole-graph result carries the receptive-field one
+    (`receptive_field`) when the config trains on fields."""
+
     dataset: str
     num_nodes: int
     num_features: int
@@ -113,6 +124,14 @@ class DenseVsSparseResult:
     sparse: RepresentationResult
     dense: RepresentationResult
     equivalence: Equivalence
+    step: str = "whole graph"  # or "receptive field: 140 <- 644 <- 1,664 of 2,708 rows"
+    receptive_field: DenseVsSparseResult | None = None
+
+    @property
+    def passed(self) -> bool:
+        """Both compared steps agree (the exit code of `mgsparse bench`)."""
+        field_ok = self.receptive_field is None or self.receptive_field.passed
+        return self.equivalence.passed and field_ok
 
     @property
     def time_ratio(self) -> float:
@@ -134,15 +153,20 @@ class DenseVsSparseResult:
                  f"loss or gradients DIFFER beyond the tolerance {eq.tolerance:g}")
         speed = (f"{self.time_ratio:.1f}x faster" if self.time_ratio >= 1
                  else f"{1 / self.time_ratio:.1f}x slower")
-        return (f"sparse step {speed} than dense, {100 / self.memory_ratio:.1f}% of its traced "
-                f"memory; {agree} (max relative difference {eq.max_rel_diff:.1e})")
+        what = "whole-graph" if self.step == "whole graph" else "receptive-field"
+        return (f"sparse {what} step {speed} than dense, {100 / self.memory_ratio:.1f}% of its "
+                f"traced memory; {agree} (max relative difference {eq.max_rel_diff:.1e})")
 
     def to_dict(self) -> dict[str, Any]:
         ratios = {"time_dense_over_sparse": self.time_ratio,
                   "traced_peak_dense_over_sparse": self.memory_ratio,
                   "rss_dense_over_sparse": self.rss_ratio}
-        return {"benchmark": "dense_vs_sparse", **dataclasses.asdict(self), "ratios": ratios,
-                "equivalence": self.equivalence.to_dict(), "verdict": self.verdict()}
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["sparse"], d["dense"] = dataclasses.asdict(self.sparse), dataclasses.asdict(self.dense)
+        d["receptive_field"] = self.receptive_field and self.receptive_field.to_dict()
+        return {"benchmark": "dense_vs_sparse", **d, "ratios": ratios,
+                "equivalence": self.equivalence.to_dict(), "verdict": self.verdict(),
+                "passed": self.passed}
 
 
 # ---------------------------------------------------------------- settings
@@ -181,22 +205,35 @@ def over_budget(estimate: int, budget_mb: float) -> str:
 # ---------------------------------------------------------------- placing and measuring
 
 
-def sparse_task(config: Config, graph: Graph) -> GraphTask:
-    """The graph placed with both operands sparse, whatever the config's threshold."""
-    config = dataclasses.replace(config, sparse=dataclasses.replace(
+def sparse_task(config: Config, graph: Graph, fields: bool = False) -> GraphTask:
+    """The graph placed with both operands sparse, whatever the config's threshold: the
+    whole-graph step, or (`fields`) the step the config trains, on receptive fields or not."""
+    train = config.train if fields else dataclasses.replace(config.train,
+                                                            receptive_field=False)
+    config = dataclasses.replace(config, train=train, sparse=dataclasses.replace(
         config.sparse, sparsity_threshold=1.0))
     return GraphTask(config, graph)
 
 
+def field_of(task: GraphTask) -> str | None:
+    """How the task's training step reads the graph: its receptive field's rows (e.g.
+    "receptive field: 140 <- 644 <- 1,664 of 2,708 rows", output layer first), or None
+    when it runs on the whole graph."""
+    rows = task.placed.placement.get("training rows")
+    return rows and rows.removesuffix(" (output layer first)")
+
+
 def place(base: GraphTask, representation: str) -> GraphTask:
     """Fresh operands from `base` (whose operands are sparse): own copies when sparse, so
-    their bytes and cached views are counted; dense float32 arrays otherwise."""
+    their bytes and cached views are counted; dense float32 arrays otherwise. A step on
+    receptive fields never reads the whole-graph Â: it is left unbuilt, as a run leaves it."""
     def copy(A: SparseTensor) -> SparseTensor | Tensor:
         if representation == "dense":
             return Tensor(A.to_scipy("csr").toarray())  # one N×N allocation
         return SparseTensor(A.indices.copy(), A.values.data.copy(), A.shape)
 
-    return base.with_operands(copy(base.features), copy(base.operand))
+    operand = UNBUILT if field_of(base) else copy(base.operand)
+    return base.with_operands(copy(base.features), operand)
 
 
 _ORDER = shuffle_generator(0)  # a full-batch graph task draws no orderings from it
@@ -208,10 +245,11 @@ def step(task: GraphTask, model, optimizer, clip: float | None) -> None:
 
 
 def _gradients(config: Config, task: GraphTask) -> tuple[float, dict[str, np.ndarray]]:
-    """Loss and raw parameter gradients of one forward/backward, dropout off."""
+    """Loss and raw parameter gradients of the step's forward/backward, dropout off."""
     model = task.build_model(np.random.default_rng(config.train.seed))
     model.eval()
-    loss = F.cross_entropy(task.logits(model), task.y, task.train_idx)
+    (batch,) = task.batches(model, _ORDER)  # full batch: one step
+    loss, _ = batch()
     loss.backward()
     return float(loss.data), {name: (p.grad if p.grad is not None else np.zeros_like(p.data))
                               for name, p in model.named_parameters()}
@@ -243,10 +281,12 @@ def measure(config: Config, base: GraphTask, representation: str, repeat: int,
     times = time_ms(lambda: step(task, model, optimizer, clip), repeat, warmup)
     q1, q3 = np.percentile(times, [25, 75])
     dense = representation == "dense"
+    adjacency_dense = dense and not field_of(base)  # a field's blocks are sparse either way
     result = RepresentationResult(
         representation, float(np.median(times)), float(q3 - q1), int(peak - start),
         int(peak - held), int(operand_bytes), rss_bytes(),
-        1.0 if dense else base.densities["adjacency"], 1.0 if dense else base.densities["features"],
+        1.0 if adjacency_dense else base.densities["adjacency"],
+        1.0 if dense else base.densities["features"],
         times, estimate_step_bytes(task, config))
     loss, grads = _gradients(config, task)
     return result, loss, grads
@@ -268,8 +308,9 @@ def compare_gradients(sparse: tuple, dense: tuple, tolerance: float) -> Equivale
 def dense_vs_sparse(config: Config, graph: Graph, repeat: int = 20, warmup: int = 3,
                     tolerance: float = 1e-4, progress: Progress | None = None,
                     memory_budget_mb: float = 2048.0) -> DenseVsSparseResult:
-    """Sparse first, then dense (dense leaves the larger allocator footprint behind).
-    Refuses before any work when the dense step's estimate exceeds the budget."""
+    """The whole-graph step both ways, then (when the config trains on receptive fields) the
+    receptive-field step both ways, as `receptive_field` of the result. Refuses before any
+    work when the dense step's estimate exceeds the budget."""
     check_settings(repeat, warmup, tolerance, memory_budget_mb)
     estimate = dense_bytes_estimate(graph.num_nodes, graph.x.shape[1], config.model.hidden)
     if estimate > memory_budget_mb * MB:
@@ -277,15 +318,29 @@ def dense_vs_sparse(config: Config, graph: Graph, repeat: int = 20, warmup: int 
                           "raise the memory budget to run it")
     say = progress or (lambda message: None)
     base = sparse_task(config, graph)
-    say(f"{graph.name}: sparse step")
+    nnz = base.operand.nnz
+    whole = compare(config, base, "whole graph", nnz, repeat, warmup, tolerance, say)
+    if config.train.receptive_field is not False:
+        trained = sparse_task(config, graph, fields=True)
+        if field_of(trained):
+            whole.receptive_field = compare(config, trained, field_of(trained), nnz, repeat,
+                                            warmup, tolerance, say)
+    return whole
+
+
+def compare(config: Config, base: GraphTask, step_name: str, adjacency_nnz: int, repeat: int,
+            warmup: int, tolerance: float, say: Progress) -> DenseVsSparseResult:
+    """Sparse first, then dense (dense leaves the larger allocator footprint behind)."""
+    label = "whole-graph" if step_name == "whole graph" else "receptive-field"
+    say(f"{base.name}: sparse {label} step")
     sparse, *s_grads = measure(config, base, "sparse", repeat, warmup)
-    say(f"{graph.name}: dense step")
+    say(f"{base.name}: dense {label} step")
     dense, *d_grads = measure(config, base, "dense", repeat, warmup)
     return DenseVsSparseResult(
-        dataset=graph.name, num_nodes=base.num_nodes, num_features=base.num_features,
-        adjacency_nnz=base.operand.nnz, feature_nnz=base.features.nnz, repeat=repeat,
+        dataset=base.name, num_nodes=base.num_nodes, num_features=base.num_features,
+        adjacency_nnz=adjacency_nnz, feature_nnz=base.features.nnz, repeat=repeat,
         warmup=warmup, sparse=sparse, dense=dense,
-        equivalence=compare_gradients(s_grads, d_grads, tolerance))
+        equivalence=compare_gradients(s_grads, d_grads, tolerance), step=step_name)
 
 
 def dense_bytes_estimate(num_nodes: int, num_features: int, hidden: int) -> int:

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from mgsparse.engine import Function, Tensor, no_grad
+from mgsparse.engine.autograd import graph_contexts
 from mgsparse.engine.gradcheck import gradcheck
 from mgsparse.engine.masks import keep_mask, kept_scale
-from mgsparse.engine.autograd import graph_contexts
 from mgsparse.errors import ConfigError
 from mgsparse.sparse import SparseTensor
 from mgsparse.sparse import reference as ref

@@ -12,13 +12,11 @@ backward ran, without the fallback, and gave gradients of the inputs' shapes.
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -34,7 +32,7 @@ from mgsparse.checks.case import (
 )
 from mgsparse.checks.nn import Layer
 from mgsparse.engine import Tensor
-from mgsparse.errors import ConfigError, MgsparseError
+from mgsparse.errors import ConfigError
 from mgsparse.sparse import ScalarFallbackWarning, SparseTensor
 
 CASES: dict[str, Case] = by_name([*engine.CASES, *sparse.CASES, *graphs.SEGMENT_CASES,
@@ -222,18 +220,8 @@ class CheckReport:
 
 
 def check_ops(ops: Sequence[str] | None = None, seed: int = 0, size: str = DEFAULT_SIZE,
-              json_path: Path | None = None,
               progress: Callable[[int, int, str], None] | None = None) -> CheckReport:
-    """`run_checks`, timed, and written as JSON to `json_path` when given (its folder must
-    exist: checked before any case runs)."""
-    if json_path is not None and not Path(json_path).parent.is_dir():
-        raise ConfigError(f"--json: folder {Path(json_path).parent} does not exist")
+    """`run_checks`, timed (the CLI writes its JSON, by the one output rule)."""
     started = time.perf_counter()
     rows = run_checks(ops, seed, size, progress)
-    report = CheckReport(rows, seed, size, time.perf_counter() - started)
-    if json_path is not None:
-        try:
-            Path(json_path).write_text(json.dumps(report.to_dict(), indent=2))
-        except OSError as err:
-            raise MgsparseError(f"cannot write {json_path}: {err.strerror}") from None
-    return report
+    return CheckReport(rows, seed, size, time.perf_counter() - started)

@@ -1,8 +1,8 @@
 """`mgsparse gradcheck`: every op's and layer's gradient against its oracles, as a table.
 
 Exit codes: 0 when every check passes, 1 when any fails, 2 for a bad argument (an unknown
-op, which the message answers with the known ones; an unknown size; a --json folder that
-does not exist).
+op, which the message answers with the known ones; an unknown size; a --json path the output
+rule refuses: cli/outputs.py).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 
 from mgsparse import checks
+from mgsparse.cli.outputs import check_output, write_json
 from mgsparse.cli.render import DelayedBar, fail, gradcheck_lines, gradcheck_table, out, pipe_width
 from mgsparse.errors import MgsparseError
 
@@ -28,14 +29,17 @@ def gradcheck_command(
     size: str = typer.Option(checks.DEFAULT_SIZE, "--size", metavar=SIZE_NAMES,
                              help=f"Input size; the scalar oracle runs at {SCALAR_SIZES}."),
     json_path: Path | None = typer.Option(None, "--json", metavar="PATH",
-                                          help="Also write the results as JSON here."),
+                                          help="Also write the results as JSON here (its "
+                                               "folders are created)."),
 ) -> None:
     """Check every op's gradient in float64 against finite differences, its dense
     equivalent and the scalar Value engine; exit 1 if any check fails."""
     try:
+        check_output(json_path, "--json")  # the output rule (cli/outputs.py), before any case
         with DelayedBar() as bar:
-            report = checks.check_ops(op, seed=seed, size=size, json_path=json_path,
-                                      progress=bar)
+            report = checks.check_ops(op, seed=seed, size=size, progress=bar)
+        if json_path is not None:
+            write_json(json_path, report.to_dict())
     except MgsparseError as err:
         fail(err)
     with pipe_width():

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from rich import box
-from rich.console import Group
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.live import Live
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
@@ -18,6 +19,9 @@ CAPTION_REST = ("‖g‖: gradient norm before clipping · Â/X nnz: stored entr
                 "adjacency/features over rows·cols · MB: held by the run (operands, parameters, "
                 "optimizer state) · peak: MB + the epoch's traced peak · ms: epoch time")
 MAX_ROWS = 20  # older rows scroll away; the summary keeps what matters
+# On a narrow terminal, columns are left out in this order (the caption names them) until
+# every cell left is shown whole; run, epoch, loss and the task's scores stay.
+DROP_ORDER = ("X nnz", "Â nnz", "peak", "‖g‖", "MB", "ms")
 
 
 def columns(metrics: TaskMetrics) -> tuple[str, ...]:
@@ -66,19 +70,47 @@ class TrainDisplay:
             if not err_console.is_terminal:
                 err_console.line()  # a log file gets the bar on a line of its own
 
-    def _render(self) -> Group:
-        table = Table(title=f"{self.config.model.kind.upper()} on {self.config.dataset.name}",
-                      title_justify="left",
-                      box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False)
-        skip = 0 if self.config.train.runs > 1 else 1  # the run column only when there are runs
-        for col in columns(self.metrics)[skip:]:
-            table.add_column(col, justify="right", no_wrap=True)
-        for row in self.rows[-MAX_ROWS:]:
-            table.add_row(*row[skip:])
-        parts = [table, Text(caption(self.metrics), style="dim")]
+    def _render(self) -> _Frame:
+        return _Frame(self)
+
+    def group(self, shown: tuple[str, ...], rows: int, with_caption: bool) -> Group:
+        """The table of the last `rows` rows in the columns `shown`, its caption (naming the
+        columns the width left out), the sampling line and the progress bar."""
+        parts: list = [self.table(shown, rows)]
+        if with_caption:
+            hidden = [c for c in columns(self.metrics) if c not in shown and c != "run"]
+            ratios = (f" (Â nnz {self.ratios[0]}, X nnz {self.ratios[1]})"
+                      if {"Â nnz", "X nnz"} & set(hidden) else "")
+            note = f" · not shown at this width: {', '.join(hidden)}{ratios}" if hidden else ""
+            parts.append(Text(caption(self.metrics) + note, style="dim"))
         if self.sampling:
             parts.append(Text(self.sampling))
         return Group(*parts, self.progress)
+
+    def table(self, shown: tuple[str, ...], rows: int) -> Table:
+        table = Table(title=f"{self.config.model.kind.upper()} on {self.config.dataset.name}",
+                      title_justify="left",
+                      box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False)
+        every = columns(self.metrics)
+        keep = [every.index(col) for col in shown]
+        for col in shown:
+            table.add_column(col, justify="right", no_wrap=True)
+        for row in self.rows[len(self.rows) - rows:] if rows else ():
+            table.add_row(*(row[i] for i in keep))
+        return table
+
+    def shown_columns(self, console: Console, options: ConsoleOptions) -> tuple[str, ...]:
+        """The columns whose cells all fit the width whole: the run column only when there
+        are runs, then columns left out in `DROP_ORDER` until the table's widest row fits."""
+        shown = [c for c in columns(self.metrics) if c != "run" or self.config.train.runs > 1]
+        rows, unbounded = min(MAX_ROWS, len(self.rows)), options.update_width(10**6)
+        for dropped in (None, *DROP_ORDER):
+            if dropped in shown:
+                shown.remove(dropped)
+            natural = Measurement.get(console, unbounded, self.table(tuple(shown), rows))
+            if natural.maximum <= options.max_width:
+                break
+        return tuple(shown)
 
     def on_epoch(self, run_index: int, row, stats, alarms: list[str]) -> None:
         if not self.enabled:
@@ -100,3 +132,29 @@ class TrainDisplay:
             self.rows.append((str(run_index), str(row.epoch), f"{row.loss:.4f}", *scores,
                               f"{row.grad_norm:.3f}", *self.ratios, *mem, f"{stats.epoch_ms:.1f}"))
             self.live.update(self._render())
+
+
+class _Frame:
+    """The display laid out for the console it is drawn on, asked again at every refresh (a
+    resized terminal gets a new layout): columns left out by `TrainDisplay.shown_columns` so
+    that no cell is cut, and on a terminal the oldest rows (then the caption) left out so that
+    the table, caption and progress bar fit its height, where rich would otherwise hide the
+    bottom, the progress bar, behind "..."."""
+
+    def __init__(self, display: TrainDisplay):
+        self.display = display
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        d = self.display
+        shown = d.shown_columns(console, options)
+        most = min(MAX_ROWS, len(d.rows))
+        if not options.is_terminal:  # a log file has no height: the last MAX_ROWS rows
+            yield d.group(shown, most, True)
+            return
+        room = options.size.height - 1  # a line for the cursor
+        tries = [(n, True) for n in range(most, 0, -1)] + [(n, False) for n in range(most, -1, -1)]
+        for rows, with_caption in tries:
+            frame = d.group(shown, rows, with_caption)
+            if len(console.render_lines(frame, options, pad=False)) <= room:
+                break
+        yield frame

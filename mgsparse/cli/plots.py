@@ -2,9 +2,12 @@
 
 A graph run: learning curves (the training loss and the task's live loss columns, then its
 other live score columns, mean ± std over the runs: classification's validation loss, train and
-validation accuracy) next to a 2-D PCA projection of what the best model's last layer reads,
-coloured by class. A point-cloud run: the decision boundary of its best model next to its loss
-curve. Every score drawn is one the task declares (`mgsparse.run.task.TaskMetrics`). The scaling sweep: step time and traced peak against Â's stored entries.
+validation accuracy) next to a 2-D PCA projection of what the best run's model (best on the
+task's selection column) reads in its last layer, coloured by class; a sampled run, which
+computes no whole-graph hidden layer, gets the two curve panels and a note instead. A
+point-cloud run: the decision boundary of its best run's model next to its loss curve. Every
+score drawn is one the task declares (`mgsparse.run.task.TaskMetrics`). The scaling sweep:
+step time and traced peak against Â's stored entries.
 matplotlib is an optional extra (`pip install 'mgsparse[plot]'`), imported only when a picture
 is asked for, so the library and the CLI load without it. The figure is drawn on a bare
 `matplotlib.figure.Figure` (no pyplot): no global state, no GUI backend, safe in a thread.
@@ -19,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from mgsparse.bench.sweep import FIT_MIN_NNZ, SweepResult
+from mgsparse.cli.outputs import PICTURES, make_parents, remove_empty
 from mgsparse.errors import ConfigError, DataError, MgsparseError
 from mgsparse.run.loop import RunResult, TrainResult
 from mgsparse.run.monitor import MB
@@ -26,7 +30,7 @@ from mgsparse.run.task import Task, TaskMetrics
 from mgsparse.run.tasks.points import PointTask
 
 INSTALL_HINT = "pip install 'mgsparse[plot]'"
-FORMATS = (".png", ".svg", ".pdf")
+FORMATS = PICTURES
 GRID_STEPS = 300  # grid points per axis for the decision regions
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
           "#7f7f7f", "#bcbd22", "#17becf")
@@ -52,22 +56,41 @@ def save_training_plot(result: TrainResult, task: Task, path: str | Path) -> Pat
     """The pictures of a finished series of runs (see the module docstring). Returns the path."""
     path = Path(path)
     check_plot_target(path)
-    run = next((r for r in result.runs if r.state), None)
+    metrics = result.metrics
+    run = best_run(result.runs, metrics)
     if run is None:
         raise MgsparseError("nothing to plot: no run finished an epoch with a finite loss")
-    fig = require_matplotlib().Figure(figsize=(15, 4.5), layout="constrained")
-    metrics = result.metrics
     losses_, scores_ = _live_split(metrics)
     if isinstance(task, PointTask):
+        fig = require_matplotlib().Figure(figsize=(15, 4.5), layout="constrained")
         boundary, losses = fig.subplots(1, 2)
         _draw_boundary(boundary, task, run, metrics)
         _draw_losses(losses, run, losses_)
-    else:
-        losses, scores, embedding = fig.subplots(1, 3)
-        _draw_curves(losses, result.runs, ("loss", *losses_), "loss", metrics)
-        _draw_curves(scores, result.runs, scores_, _common_name(metrics, scores_), metrics)
-        _draw_embedding(embedding, task, run, metrics)
+        return _save(fig, path, dpi=110)
+    hidden = task.embedding(task.restore(run.state))
+    fig = require_matplotlib().Figure(figsize=(15 if hidden is not None else 10, 4.5),
+                                      layout="constrained")
+    losses, scores, *embedding = fig.subplots(1, 3 if hidden is not None else 2)
+    _draw_curves(losses, result.runs, ("loss", *losses_), "loss", metrics)
+    _draw_curves(scores, result.runs, scores_, _common_name(metrics, scores_), metrics)
+    if hidden is not None:
+        _draw_embedding(embedding[0], task, hidden, run, metrics)
+    else:  # a sampled run has no whole-graph forward to read its hidden layer from
+        fig.suptitle("no embedding panel: a sampled run computes no whole-graph hidden layer",
+                     fontsize="small")
     return _save(fig, path, dpi=110)
+
+
+def best_run(runs: list[RunResult], metrics: TaskMetrics) -> RunResult | None:
+    """The run whose kept parameters score best on the task's selection column (its
+    metric's direction: the lowest validation loss for classification); the first on ties.
+    None when no run kept parameters."""
+    best = None
+    for run in runs:
+        if run.state and (best is None or metrics.better(run.scores[metrics.select],
+                                                         best.scores[metrics.select])):
+            best = run
+    return best
 
 
 def _live_split(metrics: TaskMetrics) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -125,12 +148,8 @@ def pca_2d(h: np.ndarray) -> np.ndarray:
     return centred @ top
 
 
-def _draw_embedding(ax: Any, task: Any, run: RunResult, metrics: TaskMetrics) -> None:
-    hidden = task.embedding(task.restore(run.state))
-    if hidden is None:  # a sampled run: no whole-graph forward to read the hidden layer from
-        ax.text(0.5, 0.5, "no embedding picture for a sampled run", ha="center")
-        ax.set_axis_off()
-        return
+def _draw_embedding(ax: Any, task: Any, hidden: np.ndarray, run: RunResult,
+                    metrics: TaskMetrics) -> None:
     points = pca_2d(hidden)
     labelled = task.y >= 0
     for c in range(task.num_classes):
@@ -144,9 +163,11 @@ def _draw_embedding(ax: Any, task: Any, run: RunResult, metrics: TaskMetrics) ->
 
 
 def _save(fig: Any, path: Path, dpi: int) -> Path:
+    made = make_parents(path)  # the output rule: missing folders are created (cli/outputs.py)
     try:
         fig.savefig(path, dpi=dpi, format=path.suffix.lower()[1:])
     except OSError as e:
+        remove_empty(made)
         raise DataError(f"cannot write plot {path}: {e.strerror or e}") from None
     return path
 
@@ -196,7 +217,8 @@ def _draw_losses(ax: Any, run: RunResult, losses: tuple[str, ...]) -> None:
 
 
 def plot_sweep(result: SweepResult, path: str | Path) -> Path:
-    """A PNG: step time and traced peak against Â's nnz, log-log, sparse and dense."""
+    """A PNG: whole-graph step time and traced peak against Â's nnz, log-log, sparse and
+    dense; scipy's bare Â·H is drawn as the reference (the floor no engine can go under)."""
     fig = require_matplotlib().Figure(figsize=(11, 4.2), layout="constrained")
     ax_t, ax_m = fig.subplots(1, 2)
     for kind, style in (("sparse", "o-"), ("dense", "s--")):
@@ -207,7 +229,8 @@ def plot_sweep(result: SweepResult, path: str | Path) -> Path:
             ax_m.plot(nnz, [r.traced_peak_bytes / MB for _, r in pts], style, label=kind)
     kernel = [(p.adjacency_nnz, p.kernel_ms) for p in result.points if p.kernel_ms > 0]
     if kernel:
-        ax_t.plot(*zip(*kernel), "^:", color="gray", label="scipy Â·H alone")
+        ax_t.plot(*zip(*kernel), "^:", color="gray",
+                  label="reference: scipy Â·H alone\n(the product under each layer, no engine)")
     for ax, what, k_all, k_large in (
             (ax_t, "step time (ms)", result.time_exponent_all, result.time_exponent_large),
             (ax_m, "traced peak (MB)", result.memory_exponent_all, result.memory_exponent_large)):
@@ -217,5 +240,6 @@ def plot_sweep(result: SweepResult, path: str | Path) -> Path:
                title=f"{what}\n{fits}")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
-    fig.suptitle("GCN training step on synthetic SBM graphs: sparse vs dense")
+    fig.suptitle("GCN whole-graph training step (every layer on every node) on synthetic SBM "
+                 "graphs: sparse vs dense")
     return _save(fig, Path(path), dpi=120)

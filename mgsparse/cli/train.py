@@ -11,6 +11,7 @@ from typing import Iterator, Optional
 import typer
 
 from mgsparse.cli.live import TrainDisplay
+from mgsparse.cli.outputs import PICTURES, check_output, run_folder_files
 from mgsparse.cli.progress import download_bar
 from mgsparse.cli.render import (
     err_console,
@@ -22,7 +23,8 @@ from mgsparse.cli.render import (
     warn,
 )
 from mgsparse.config import load_config
-from mgsparse.errors import MgsparseError
+from mgsparse.distributed.comm import quiet_rank
+from mgsparse.errors import ConfigError, MgsparseError
 from mgsparse.run import (
     evaluate_saved,
     fit,
@@ -31,8 +33,7 @@ from mgsparse.run import (
     metrics_dict,
     write_outputs,
 )
-from mgsparse.run.checkpoint import check_output_dir
-from mgsparse.run.tasks.partitioned import DistributedGraphTask, fit_partitioned
+from mgsparse.run.tasks.partitioned import DistributedGraphTask, PartitionedRun
 
 EXIT_INTERRUPTED = 130  # the shell's convention for a run ended by SIGINT
 EXIT_TERMINATED = 143  # ... and by SIGTERM (128 + 15)
@@ -40,19 +41,38 @@ EXIT_TERMINATED = 143  # ... and by SIGTERM (128 + 15)
 
 class _Signals:
     """Ctrl-C or SIGTERM asks the run to stop after the current epoch; a second one aborts
-    the epoch at once. Once training is over (`finishing`), further signals are ignored
-    until the results are written and the summary printed: what the run did is kept."""
+    the epoch at once. The abort is one KeyboardInterrupt, raised only while an epoch may be
+    under way: once the loop has been told to stop (`should_stop` said yes), once training
+    is over or aborted (`finishing`) and while the run folder is written (`shield`), further
+    signals only say so. Whatever their timing, what the run wrote is kept."""
 
     def __init__(self) -> None:
         self.received: int | None = None
         self.finishing = False
+        self.writing = False
+
+    def should_stop(self) -> bool:
+        if self.received is not None:
+            self.finishing = True  # the loop ends the run now: no epoch left to abort
+        return self.received is not None
+
+    def shield(self, write):
+        """`write` (the run folder's writer) with signals held off while it runs."""
+        def shielded(result) -> None:
+            self.writing = True
+            try:
+                write(result)
+            finally:
+                self.writing = False
+        return shielded
 
     def handler(self, signum, frame) -> None:
         name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
-        if self.finishing:
+        if self.finishing or self.writing:
             err_console.print(f"[yellow]{name}: writing what the run produced first[/]")
             return
         if self.received is not None:
+            self.finishing = True  # one abort only: the loop's own clean-up is not cut short
             raise KeyboardInterrupt
         self.received = signum
         err_console.print(f"[yellow]{name}: stopping after this epoch (again to abort)[/]")
@@ -68,9 +88,9 @@ def _signals_end_epoch() -> Iterator[_Signals]:
         return
     try:
         yield state
-    finally:
-        for s, old in previous.items():
-            signal.signal(s, old)
+    finally:  # an interrupted command is only exiting now: a late signal must not kill it
+        for s, old in previous.items():  # with a traceback or the wrong status
+            signal.signal(s, old if state.received is None else signal.SIG_IGN)
 
 
 def _downloads(silent: bool):
@@ -100,12 +120,10 @@ def train(
     overrides += [f"train.epochs={epochs}"] if epochs is not None else []
     try:
         config = load_config(config_path, overrides)
-        if plot:
-            plots.check_plot_target(plot)
-        if out_dir:
-            check_output_dir(out_dir)
+        _check_outputs(out_dir, plot, config.train.runs)
         writer = _Writer(out_dir)
         if partitions is not None:
+            _refuse_for_partitions(plot, memory_report)
             return _train_partitioned(config, partitions, writer, quiet or as_json, as_json)
         with _downloads(quiet or as_json) as progress:
             task = make_task(config, progress)
@@ -113,35 +131,80 @@ def train(
             warn(event.message)
         display = TrainDisplay(config, task.densities, not (quiet or as_json), task.metrics)
         with _signals_end_epoch() as signals:
-            with display:
-                result = fit(config, task, on_epoch=display.on_epoch, on_run_end=writer,
-                             should_stop=lambda: signals.received is not None)
-            signals.finishing = True
+            result, aborted = _fit(config, task, display, signals, writer)
             if memory_report:
                 result.memory_report = measure_memory(config, task)
             writer(result)
             if plot and writer.error is None:
                 saved = plots.save_training_plot(result, task, plot)
                 err_console.print(f"pictures of the run: {saved}", markup=False)
-            _report(result, as_json, memory_report, signals.received, writer.error)
+            _report(result, as_json, memory_report, signals.received, writer.error, aborted)
     except MgsparseError as e:
+        if partitions is not None and quiet_rank(e):  # rank 0 prints it, once
+            raise typer.Exit(e.exit_code) from None
         fail(e)
+
+
+def _refuse_for_partitions(plot: Path | None, memory_report: bool) -> None:
+    """Options a partitioned run would otherwise drop silently."""
+    if plot:
+        raise ConfigError("--plot is not available with --partitions: its pictures need the "
+                          "whole graph's embedding, which no rank holds")
+    if memory_report:
+        raise ConfigError("--memory-report is not available with --partitions: it measures "
+                          "a single process's operands")
+
+
+def _fit(config, task, display: TrainDisplay, signals: _Signals, writer: _Writer):
+    """`fit` under the signal rules: (result, aborted). An abort that lands outside an epoch
+    (while a finished run is re-evaluated, between runs) escapes `fit`; the runs the writer
+    already has are then the result, and before any, one line says nothing was saved."""
+    try:
+        with display:
+            result = fit(config, task, on_epoch=display.on_epoch,
+                         on_run_end=signals.shield(writer), should_stop=signals.should_stop)
+        aborted = False
+    except KeyboardInterrupt:
+        if writer.last is None:
+            fail("interrupted before a run finished: nothing to save",
+                 EXIT_TERMINATED if signals.received == signal.SIGTERM else EXIT_INTERRUPTED)
+        result, aborted = writer.last, True
+    signals.finishing = True
+    return result, aborted
+
+
+def _check_outputs(out_dir: Path | None, plot: Path | None, runs: int) -> None:
+    """The output rule (cli/outputs.py) before any work, and matplotlib when a picture is
+    asked for: a bad path fails now, not after an hour of training."""
+    from mgsparse.cli import plots
+
+    taken = run_folder_files(out_dir, runs) if out_dir else {}
+    check_output(out_dir, "--out", folder=True)
+    check_output(plot, "--plot", suffixes=PICTURES, taken=taken)
+    if plot:
+        plots.require_matplotlib()
 
 
 def _train_partitioned(config, partitions: Path, writer, silent: bool, as_json: bool) -> None:
     """One rank of `mpiexec -n K mgsparse train CONFIG --partitions DIR`: rank 0 shows the
-    live table and the summary and writes the run folder; every rank trains."""
-    def report(e: BaseException) -> None:
+    live table and the summary and writes the run folder; every rank trains and leaves with
+    the same exit code."""
+    def report(e: BaseException) -> None:  # an error during training, on the failing rank
         message = str(e).splitlines()[0] if str(e) else type(e).__name__
         err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
 
-    display = TrainDisplay(config, {}, not silent, DistributedGraphTask.metrics)
-    with display:
-        result, rank = fit_partitioned(config, partitions, display.on_epoch, writer, report)
-    if rank != 0:
-        return
-    writer(result)
-    _report(result, as_json, False, None, writer.error)
+    with PartitionedRun(config, partitions) as job:
+        root = job.rank == 0
+        display = TrainDisplay(config, {}, root and not silent, DistributedGraphTask.metrics)
+        with display:
+            result = job.fit(display.on_epoch if root else None, writer if root else None,
+                             report)
+    if root:
+        writer(result)
+        _report(result, as_json, False, job.signum, writer.error)
+    elif result.failed or result.interrupted:  # the code rank 0's _report exits with
+        raise typer.Exit(1 if result.failed else EXIT_TERMINATED
+                         if job.signum == signal.SIGTERM else EXIT_INTERRUPTED)
 
 
 class _Writer:
@@ -149,9 +212,10 @@ class _Writer:
     mid-run) is kept, not raised, so training goes on and the summary is still printed."""
 
     def __init__(self, out_dir: Optional[Path]):
-        self.out_dir, self.error = out_dir, None
+        self.out_dir, self.error, self.last = out_dir, None, None
 
     def __call__(self, result) -> None:
+        self.last = result  # what an abort between epochs still has to report
         if self.out_dir is None or self.error is not None:
             return
         try:
@@ -160,7 +224,8 @@ class _Writer:
             self.error = MgsparseError(f"{e} (the summary above was not saved)")
 
 
-def _report(result, as_json: bool, memory_report: bool, signum, write_error=None) -> None:
+def _report(result, as_json: bool, memory_report: bool, signum, write_error=None,
+            aborted: bool = False) -> None:
     if as_json:
         typer.echo(json.dumps(metrics_dict(result)["summary"]))
     else:
@@ -174,7 +239,7 @@ def _report(result, as_json: bool, memory_report: bool, signum, write_error=None
         fail(write_error)
     if result.failed:
         raise typer.Exit(1)
-    if result.interrupted:
+    if result.interrupted or aborted:
         raise typer.Exit(EXIT_TERMINATED if signum == signal.SIGTERM else EXIT_INTERRUPTED)
 
 

@@ -151,6 +151,7 @@ def check_combination(config: Config, where: Where) -> None:
     if config.train.receptive_field is True and not is_points(config.dataset.name):
         _check_receptive_field(config.model, _sampled(config), where)
     _check_loss(config, where)
+    _check_schedule(config, where)
     if config.task == "link":
         _check_link(config, where)
 
@@ -212,6 +213,15 @@ def _check_sampling(config: Config, where: Where) -> None:
         raise ConfigError(f"{where(('train', 'batch_size'))}: train.batch_size on a graph "
                           f"samples neighbourhoods for a graph model; model.kind "
                           f"{model.kind!r} reads no graph (set batch_size: null)")
+    if not MODELS[model.kind].block_form:
+        raise ConfigError(f"{where(('train', 'batch_size'))}: train.batch_size samples blocks "
+                          f"for each layer; model.kind {model.kind!r} propagates over the "
+                          f"whole graph (no block form; set batch_size: null)")
+    options = [k for k in ("residual", "jk", "norm") if getattr(model, k) not in (False, "none")]
+    if options:
+        raise ConfigError(f"{where(('model', options[0]))}: model.{options[0]} is for "
+                          f"full-batch training (receptive fields included), not sampled "
+                          f"mini-batches: their layer-wise evaluation runs the plain stack")
     if model.learn_edge_weight or model.keyed_dropout:
         key = "learn_edge_weight" if model.learn_edge_weight else "keyed_dropout"
         raise ConfigError(f"{where(('model', key))}: model.{key} is for full-batch graph "
@@ -244,6 +254,8 @@ def no_receptive_field(model: ModelConfig, sampled: bool = False) -> str | None:
     """Why a run of this model cannot train on receptive fields (run/field.py), or None."""
     if MODELS[model.kind].operand is None:
         return f"model.kind {model.kind!r} reads no graph"
+    if not MODELS[model.kind].block_form:
+        return f"model.kind {model.kind!r} propagates over the whole graph (no block form)"
     if model.learn_edge_weight:
         return "model.learn_edge_weight rebuilds the whole graph's Â every step"
     if model.keyed_dropout:
@@ -257,6 +269,21 @@ def _check_receptive_field(model: ModelConfig, sampled: bool, where: Where) -> N
     if why:
         raise ConfigError(f"{where(('train', 'receptive_field'))}: train.receptive_field: "
                           f"true cannot apply: {why} (use auto or false)")
+
+
+def _check_schedule(config: Config, where: Where) -> None:
+    """Warmup belongs to the cosine schedule and fits in the run; a floor is below the rate."""
+    o, epochs = config.optim, config.train.epochs
+    if o.warmup > 0 and o.schedule != "cosine":
+        raise ConfigError(f"{where(('optim', 'warmup'))}: optim.warmup is read by schedule: "
+                          f"cosine only (schedule is {o.schedule!r})")
+    if o.warmup > epochs:
+        raise ConfigError(f"{where(('optim', 'warmup'))}: optim.warmup ({o.warmup} epochs) is "
+                          f"longer than train.epochs ({epochs})")
+    if o.schedule in ("cosine", "plateau") and o.min_lr >= o.lr:
+        raise ConfigError(f"{where(('optim', 'min_lr'))}: optim.min_lr ({o.min_lr:g}) must be "
+                          f"below optim.lr ({o.lr:g}), the rate the {o.schedule} schedule "
+                          f"lowers")
 
 
 def _check_link(config: Config, where: Where) -> None:

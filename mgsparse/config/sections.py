@@ -80,11 +80,18 @@ class ModelConfig:
     train_eps: bool = False  # gin: learn ε (GIN-ε) instead of the fixed 0 (GIN-0)
     head: Literal["softmax", "sigmoid"] = "softmax"  # sigmoid: point clouds only
     keyed_dropout: bool = False  # masks hashed from node ids: the masks a partitioned run draws
+    residual: bool = False  # h + layer(h) where a layer keeps the width
+    jk: Literal["none", "cat", "max", "sum"] = "none"  # jumping knowledge over every layer
+    norm: Literal["none", "batch", "layer"] = "none"  # between layers, before the activation
+    k: int | None = _num(None, ge=0)  # APPNP, SGC: propagation steps (null: 10 APPNP, 2 SGC)
+    alpha: float = _num(0.1, ge=0, le=1)  # APPNP teleport, GCNII initial-residual weight
+    theta: float = _num(0.5, gt=0)  # GCNII: λ of the identity mapping, β_l = log(λ/l + 1)
 
 
 @dataclass(frozen=True)
 class OptimConfig:
-    """Optimizer and its hyper-parameters (momentum/nesterov: SGD; betas: Adam, AdamW)."""
+    """Optimizer and its hyper-parameters (momentum/nesterov: SGD; betas: Adam, AdamW), and
+    the learning-rate schedule (`mgsparse.optim.schedules`)."""
 
     name: Literal["sgd", "adam", "adamw"] = "adam"
     lr: float = _num(0.01, gt=0)
@@ -93,6 +100,15 @@ class OptimConfig:
     nesterov: bool = False
     betas: tuple[float, float] = _num((0.9, 0.999), ge=0, lt=1)
     weight_decay_first_layer_only: bool = True
+    # the learning rate per epoch: none (constant) | step: × gamma every step_size epochs |
+    # cosine: linear warmup, then a half cosine to min_lr | plateau: × gamma after
+    # plateau_patience epochs without a better selection metric, not below min_lr
+    schedule: Literal["none", "step", "cosine", "plateau"] = "none"
+    step_size: int = _num(50, ge=1)
+    gamma: float = _num(0.5, gt=0, lt=1)
+    warmup: int = _num(0, ge=0)
+    min_lr: float = _num(0.0, ge=0)
+    plateau_patience: int = _num(10, ge=0)
 
 
 @dataclass(frozen=True)

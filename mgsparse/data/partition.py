@@ -17,13 +17,19 @@ Layout of `DIR/part-PPP/` (every file written atomically; the manifest last):
     send.npz         idx (local owned rows to send, grouped by destination), counts (K,)
     recv.npz         pos (positions in E_p the received rows fill, by source), counts (K,)
 
-`manifest.json` holds the sizes, the edge cut, the halo size per part and the bytes one
-epoch will exchange. METIS (pymetis) balances nodes and minimises the cut; without pymetis,
-the fallback cuts the id range into K contiguous blocks.
+`part.json` holds the part's array sizes the manifest does not, and the run's token.
+`manifest.json` holds the sizes, the edge cut, the halo size per part, the bytes one epoch will
+exchange, and what the partition was made from: the config's dataset section (its name and
+the options its source reads: `dataset_identity`, with a fingerprint) and the graph's
+(`graph_fingerprint`: counts and a SHA-256 of edge_index, weights, features and labels), so a
+run can refuse a partition of another graph. METIS (pymetis) balances nodes and minimises
+the cut; without pymetis, the fallback cuts the id range into K contiguous blocks.
+`parts.py` reads one part back, checking every file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -34,16 +40,43 @@ import numpy as np
 import scipy.sparse as sp
 
 from mgsparse.data.atomic import atomic_write
-from mgsparse.data.checks import check_csr
 from mgsparse.data.graph import Graph
-from mgsparse.errors import DataError
+from mgsparse.data.parts import FORMAT, MANIFEST, LocalPart, load_part, part_dir, read_manifest
+from mgsparse.errors import ConfigError, DataError
 
-MANIFEST = "manifest.json"
-FORMAT = 1
+__all__ = ["FORMAT", "MANIFEST", "LocalPart", "dataset_identity", "graph_fingerprint",
+           "load_part", "part_dir", "read_manifest", "write_partitions"]
 
 
-def part_dir(root: str | Path, part: int) -> Path:
-    return Path(root) / f"part-{part:03d}"
+# ---------------------------------------------------------------- what a partition is made of
+
+
+def dataset_identity(section: Any) -> dict:
+    """The dataset-section keys that decide the graph: its name and the options its source
+    reads (`Source.options`), without ``root``/``url`` (where the bytes are, not which)."""
+    from mgsparse.data.sources import source_for
+
+    options = source_for(section.name).options(section)
+    identity = {"name": section.name, **{k: list(v) if isinstance(v, tuple) else v
+                                         for k, v in options.items() if k not in ("root", "url")}}
+    text = json.dumps(identity, sort_keys=True).encode()
+    return {"fingerprint": hashlib.sha256(text).hexdigest()[:16], "section": identity}
+
+
+def graph_fingerprint(graph: Graph) -> dict:
+    """Counts and a SHA-256 over the arrays that make the operands: edge_index, the edge
+    weights, the features (CSR arrays or dense bytes) and the labels."""
+    h = hashlib.sha256()
+    x = graph.x
+    arrays = ([x.indptr, x.indices, x.data] if sp.issparse(x) else [np.asarray(x)])
+    weights = [] if graph.edge_weight is None else [graph.edge_weight]
+    for a in [graph.edge_index, *weights, *arrays, graph.y]:
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.data)
+    return {"num_nodes": int(graph.num_nodes), "num_edges": graph.num_edges,
+            "num_features": graph.num_features, "num_classes": int(graph.num_classes),
+            "sha256": h.hexdigest()}
 
 
 # ---------------------------------------------------------------- assigning nodes to parts
@@ -76,8 +109,8 @@ def assign_parts(adj: sp.csr_matrix, parts: int, method: str = "metis",
                  seed: int = 0) -> tuple[np.ndarray, str]:
     """(membership (N,), the method used): METIS when asked and installed, else contiguous."""
     n = adj.shape[0]
-    if parts < 1 or parts > max(n, 1):
-        raise DataError(f"partition: parts must be in [1, {n}], got {parts}")
+    if parts < 1 or parts > max(n, 1):  # the user's --parts: a usage error
+        raise ConfigError(f"--parts must be in [1, {n}] (the graph has {n} nodes), got {parts}")
     if parts == 1:
         return np.zeros(n, dtype=np.int64), "single"
     if method == "metis":
@@ -150,13 +183,15 @@ def _save_json(path: Path, obj: dict) -> None:
     atomic_write(path, lambda f: f.write(json.dumps(obj, indent=2) + "\n"))
 
 
-def _write_features(folder: Path, x: Any) -> None:
+def _write_features(folder: Path, x: Any) -> dict:
+    """Writes the part's feature rows; returns what part.json must say of them."""
     if sp.issparse(x):
         x = sp.csr_matrix(x)
         _save_npz(folder / "x.npz", data=x.data, indices=x.indices, indptr=x.indptr,
                   shape=np.array(x.shape))
-    else:
-        _save_npy(folder / "x.npy", np.asarray(x))
+        return {"x_nnz": int(x.nnz)}
+    _save_npy(folder / "x.npy", np.asarray(x))
+    return {}
 
 
 def _write_part(folder: Path, graph: Graph, plan: PartPlan, send: tuple, token: str) -> None:
@@ -164,7 +199,7 @@ def _write_part(folder: Path, graph: Graph, plan: PartPlan, send: tuple, token: 
     nodes = plan.nodes
     _save_npy(folder / "nodes.npy", nodes)
     _save_npy(folder / "ext.npy", plan.ext)
-    _write_features(folder, graph.x[nodes])
+    x_meta = _write_features(folder, graph.x[nodes])
     for name, arr in (("y", graph.y), ("train", graph.train_mask), ("val", graph.val_mask),
                       ("test", graph.test_mask)):
         _save_npy(folder / f"{name}.npy", np.asarray(arr)[nodes])
@@ -174,7 +209,8 @@ def _write_part(folder: Path, graph: Graph, plan: PartPlan, send: tuple, token: 
     _save_npz(folder / "send.npz", idx=send[0], counts=send[1])
     _save_npz(folder / "recv.npz", pos=plan.recv_pos, counts=plan.recv_counts)
     _save_json(folder / "part.json", {"token": token, "nodes": int(nodes.size),
-                                      "ext": int(plan.ext.size)})
+                                      "ext": int(plan.ext.size), "send": int(send[0].size),
+                                      **x_meta})
 
 
 def exchange_bytes(halo_rows: int, widths: list[int], itemsize: int = 4) -> int:
@@ -186,12 +222,13 @@ def exchange_bytes(halo_rows: int, widths: list[int], itemsize: int = 4) -> int:
 
 def write_partitions(graph: Graph, norm_adj: sp.spmatrix, parts: int, out: str | Path,
                      method: str = "metis", widths: list[int] | None = None,
-                     seed: int = 0) -> dict:
+                     seed: int = 0, made_from: dict | None = None) -> dict:
     """Partition `graph` (with its normalised adjacency Â, CSR) into `parts` folders under
     `out`; returns the manifest (also written, last, as `out/manifest.json`).
 
     `widths` are the widths each layer exchanges (a GCN's: hidden… then classes), for the
-    bytes-per-epoch estimate.
+    bytes-per-epoch estimate; `made_from` is the config's `dataset_identity` (None when the
+    graph came from no config: no run will then accept the partition).
     """
     adj = sp.csr_matrix(norm_adj, dtype=np.float32)
     adj.sort_indices()
@@ -206,6 +243,7 @@ def write_partitions(graph: Graph, norm_adj: sp.spmatrix, parts: int, out: str |
     for p, plan in enumerate(plans):
         _write_part(part_dir(out, p), graph, plan, send_lists(plans, membership, p), token)
     manifest = _manifest(graph, adj, membership, plans, used, widths or [], token)
+    manifest["dataset"] = made_from or {"fingerprint": None, "section": None}
     _save_json(out / MANIFEST, manifest)
     return manifest
 
@@ -223,95 +261,9 @@ def _manifest(graph: Graph, adj: sp.csr_matrix, membership: np.ndarray,
         "num_train": train, "num_val": val, "num_test": test,
         "nodes_per_part": [int(p.nodes.size) for p in plans],
         "halo_per_part": halos,
+        "nnz_per_part": [int(p.adj.nnz) for p in plans],
         "cut_entries": cut,  # stored entries of Â joining two parts (both directions count)
         "widths": [int(w) for w in widths],
         "bytes_per_epoch": exchange_bytes(sum(halos), widths),
+        "graph": graph_fingerprint(graph),
     }
-
-
-# ---------------------------------------------------------------- reading one part
-
-
-@dataclass
-class LocalPart:
-    """What one rank holds: its rows, their operands and its exchange lists."""
-
-    part: int
-    manifest: dict
-    nodes: np.ndarray  # (n_p,) owned global ids
-    ext: np.ndarray  # (e_p,) owned ∪ halo global ids, sorted
-    x: sp.csr_matrix | np.ndarray  # (n_p, F)
-    y: np.ndarray
-    train_mask: np.ndarray
-    val_mask: np.ndarray
-    test_mask: np.ndarray
-    adj: sp.csr_matrix  # (n_p, e_p), columns in ext numbering
-    send_idx: np.ndarray
-    send_counts: np.ndarray  # (K,)
-    recv_pos: np.ndarray
-    recv_counts: np.ndarray  # (K,)
-
-    @property
-    def own_pos(self) -> np.ndarray:
-        """Where the owned rows sit in the extended numbering."""
-        return np.searchsorted(self.ext, self.nodes)
-
-    def __repr__(self) -> str:
-        return (f"LocalPart(part={self.part}/{self.manifest['num_parts']}, "
-                f"nodes={self.nodes.size}, halo={self.ext.size - self.nodes.size}, "
-                f"nnz={self.adj.nnz})")
-
-
-def read_manifest(root: str | Path) -> dict:
-    path = Path(root) / MANIFEST
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise DataError(f"{path}: not a finished partition ({e.__class__.__name__}); "
-                        "run `mgsparse partition` again") from None
-    if manifest.get("format") != FORMAT:
-        raise DataError(f"{path}: partition format {manifest.get('format')}, expected {FORMAT}")
-    return manifest
-
-
-def _load(path: Path) -> Any:
-    try:
-        return np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise DataError(f"{path}: cannot read ({e.__class__.__name__})") from None
-
-
-def _csr(z: Any, path: Path) -> sp.csr_matrix:
-    try:
-        return check_csr(z["indptr"], z["indices"], z["data"], z["shape"], path)
-    except (KeyError, OSError, ValueError) as e:  # a missing or unreadable member
-        raise DataError(f"{path}: cannot read ({e.__class__.__name__}: {e})") from None
-
-
-def load_part(root: str | Path, part: int) -> LocalPart:
-    """Part `part` of the partition in `root`, reading only `manifest.json` and its folder."""
-    manifest = read_manifest(root)
-    if not 0 <= part < manifest["num_parts"]:
-        raise DataError(f"{root}: no part {part} (the partition has {manifest['num_parts']})")
-    folder = part_dir(root, part)
-    meta_path = folder / "part.json"
-    try:
-        meta = json.loads(meta_path.read_text())
-    except (OSError, ValueError):
-        raise DataError(f"{meta_path}: missing or unreadable") from None
-    if meta.get("token") != manifest["token"]:
-        raise DataError(f"{folder}: written by another partition run than {root}/{MANIFEST}")
-    sparse_x = (folder / "x.npz").is_file()
-    with _load(folder / "adj.npz") as a, _load(folder / "send.npz") as s, \
-            _load(folder / "recv.npz") as r:
-        adj = _csr(a, folder / "adj.npz")
-        send, recv = (s["idx"], s["counts"]), (r["pos"], r["counts"])
-    if sparse_x:
-        with _load(folder / "x.npz") as z:
-            x = _csr(z, folder / "x.npz")
-    else:
-        x = _load(folder / "x.npy")
-    arrays = {n: _load(folder / f"{n}.npy") for n in ("nodes", "ext", "y", "train", "val",
-                                                       "test")}
-    return LocalPart(part, manifest, arrays["nodes"], arrays["ext"], x, arrays["y"],
-                     arrays["train"], arrays["val"], arrays["test"], adj, *send, *recv)

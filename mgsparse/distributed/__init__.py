@@ -6,7 +6,7 @@ op and the local Â operand; train.py: one rank's loss share, gradient sum and e
 run layer: it imports engine, sparse, nn, optim and data, and mpi4py only when used.
 """
 
-from mgsparse.distributed.comm import Comm, StopSignals, abort_on_error
+from mgsparse.distributed.comm import Comm, JobError, StopSignals, abort_on_error
 from mgsparse.distributed.halo import HaloAdjacency, HaloExchange, HaloPlan
 from mgsparse.distributed.train import (
     PartProblem,
@@ -16,5 +16,6 @@ from mgsparse.distributed.train import (
     partition_graph,
 )
 
-__all__ = ["Comm", "HaloAdjacency", "HaloExchange", "HaloPlan", "PartProblem", "StopSignals",
-           "abort_on_error", "allreduce_grads", "evaluate", "load_problem", "partition_graph"]
+__all__ = ["Comm", "HaloAdjacency", "HaloExchange", "HaloPlan", "JobError", "PartProblem",
+           "StopSignals", "abort_on_error", "allreduce_grads", "evaluate", "load_problem",
+           "partition_graph"]

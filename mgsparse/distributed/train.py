@@ -23,11 +23,18 @@ from typing import Any
 import numpy as np
 
 from mgsparse.config import Config
-from mgsparse.data.partition import LocalPart, load_part
+from mgsparse.data.partition import (
+    MANIFEST,
+    LocalPart,
+    dataset_identity,
+    load_part,
+    part_dir,
+    read_manifest,
+)
 from mgsparse.distributed.comm import Comm
 from mgsparse.distributed.halo import HaloAdjacency, HaloPlan
 from mgsparse.engine import Tensor, no_grad
-from mgsparse.errors import ConfigError
+from mgsparse.errors import ConfigError, DataError
 from mgsparse.nn import functional as F
 from mgsparse.nn.module import Module
 from mgsparse.sparse import SparseTensor, as_operand
@@ -57,20 +64,79 @@ class PartProblem:
         return int(self.part.manifest["num_classes"])
 
 
-def load_problem(root: str | Path, comm: Comm, sparsity_threshold: float = 0.1,
+def load_problem(root: str | Path, comm: Comm, config: Config,
                  dtype: Any = np.float32) -> PartProblem:
-    """Rank `comm.rank`'s part of the partition in `root` (it reads no other part's files)."""
+    """Rank `comm.rank`'s part of the partition in `root` (it reads no other part's files),
+    once the partition is one of `config`'s graph for this many ranks."""
+    if not Path(root).is_dir():
+        raise ConfigError(f"--partitions {root}: no such folder; write it with `mgsparse "
+                          f"partition {config.source} --parts K --out {root}`")
+    manifest = read_manifest(root)
+    if manifest["num_parts"] != comm.size:
+        raise ConfigError(f"{root} holds {manifest['num_parts']} parts but the job has "
+                          f"{comm.size} ranks; run with mpiexec -n {manifest['num_parts']}")
+    check_made_from(manifest, config, root)
     part = load_part(root, comm.rank)
-    if part.manifest["num_parts"] != comm.size:
-        raise ConfigError(f"{root} holds {part.manifest['num_parts']} parts but the job has "
-                          f"{comm.size} ranks; run with mpiexec -n {part.manifest['num_parts']}")
-    features = as_operand(part.x, sparsity_threshold, dtype=dtype)
+    features = as_operand(part.x, config.sparse.sparsity_threshold, dtype=dtype)
     local = SparseTensor.from_scipy(part.adj, dtype=dtype)
     masks = {k: np.flatnonzero(getattr(part, f"{k}_mask")) for k in ("train", "val", "test")}
     totals = {k: int(part.manifest[f"num_{k}"]) for k in ("train", "val", "test")}
     part = dataclasses.replace(part, x=None, adj=None)  # the operands hold their own copies
     return PartProblem(part, features, HaloAdjacency(local, HaloPlan.of(part, comm)),
                        np.asarray(part.y, np.int64), masks, totals)
+
+
+def _spell(section: dict, other: dict) -> str:
+    """A dataset section by its name and the keys in which it differs from `other`."""
+    keys = sorted(k for k in section.keys() | other.keys()
+                  if k != "name" and section.get(k) != other.get(k))
+    given = ", ".join(f"{k}={section.get(k)!r}" for k in keys[:3])
+    return f"dataset {section.get('name')!r}" + (f" with {given}" if keys and
+                                                 section.get("name") == other.get("name")
+                                                 else "")
+
+
+def check_made_from(manifest: dict, config: Config, root: str | Path) -> None:
+    """The partition is of the graph `config` names: its dataset section (name and the
+    options its source reads) has the fingerprint the manifest recorded. A rank cannot hash
+    the graph itself (it reads only its part), so the section is what is compared."""
+    ours, theirs = dataset_identity(config.dataset), manifest["dataset"]
+    if theirs.get("fingerprint") == ours["fingerprint"]:
+        return
+    where = Path(root) / MANIFEST
+    if not isinstance(theirs.get("section"), dict):
+        raise ConfigError(f"{where} records no dataset section it was made from, so it "
+                          f"cannot be checked against {config.source}; partition again")
+    made, mine = theirs["section"], ours["section"]
+    raise ConfigError(f"{where} is a partition of {_spell(made, mine)} (fingerprint "
+                      f"{theirs['fingerprint']}), not of {config.source}'s "
+                      f"{_spell(mine, made)} (fingerprint {ours['fingerprint']}): partition "
+                      f"this config's graph with `mgsparse partition`")
+
+
+def check_across_ranks(problem: PartProblem, root: str | Path) -> None:
+    """What no rank can check alone: every rank read the same partition run, each part
+    receives from each peer the rows that peer sends it, and the parts' labelled nodes add up
+    to the manifest's counts. A collective: all three exchanges happen on every rank before
+    any check may raise (an early exit would pair the ranks' collectives wrongly). A
+    mismatch is a DataError naming the file."""
+    p, comm = problem.part, problem.comm
+    token = float(int(p.manifest["token"][:12], 16))  # 48 bits: exact in float64
+    tokens = comm.allreduce(np.array([token, -token]), "max")
+    sent = comm.exchange_counts(p.send_counts)  # sent[q]: rows part q sends to this one
+    counts = comm.allreduce(np.array([problem.masks[k].size for k in ("train", "val", "test")]))
+    if tokens[0] != -tokens[1]:
+        raise DataError(f"{root}/{MANIFEST}: the ranks read different partitions (rank "
+                        f"{comm.rank} another run's); give every rank the same folder")
+    if not np.array_equal(sent, p.recv_counts):
+        q = int(np.flatnonzero(sent != p.recv_counts)[0])
+        raise DataError(f"{part_dir(root, p.part) / 'recv.npz'}: expects {p.recv_counts[q]} "
+                        f"rows from part {q}, which sends {sent[q]} "
+                        f"({part_dir(root, q) / 'send.npz'}); run `mgsparse partition` again")
+    for k, count in zip(("train", "val", "test"), counts):
+        if int(count) != problem.totals[k]:
+            raise DataError(f"{root}/{MANIFEST}: num_{k} is {problem.totals[k]} but the parts "
+                            f"hold {int(count)} {k} nodes; run `mgsparse partition` again")
 
 
 def masked_loss_sum(logits: Tensor, y: np.ndarray, rows: np.ndarray, total: int) -> Tensor:
@@ -126,8 +192,9 @@ def exchange_widths(config: Config, num_classes: int) -> list[int]:
 
 def partition_graph(config: Config, graph: Any, parts: int, out: str | Path,
                     method: str = "metis") -> dict:
-    """`mgsparse partition`: Â exactly as single-process training builds it, split into
-    `parts` folders under `out`; returns the manifest (edge cut, halos, bytes per epoch)."""
+    """`mgsparse partition`: Â exactly as single-process training builds it (with the edge
+    weights the graph has), split into `parts` folders under `out`; returns the manifest
+    (edge cut, halos, bytes per epoch, and what it was made from)."""
     from mgsparse.data.partition import write_partitions
     from mgsparse.nn.gcn import normalized_adjacency
 
@@ -135,4 +202,4 @@ def partition_graph(config: Config, graph: Any, parts: int, out: str | Path,
                                     graph.edge_weight).to_scipy("csr")
     return write_partitions(graph, norm_adj, parts, out, method=method,
                             widths=exchange_widths(config, graph.num_classes),
-                            seed=config.train.seed)
+                            seed=config.train.seed, made_from=dataset_identity(config.dataset))

@@ -11,4 +11,4 @@ from mgsparse.engine.tensor import (
 )
 from mgsparse.engine.value import Value
 
-__all__ = ["Context", "Function", "Tensor", "concatenate", "is_grad_enabled", "no_grad", "stack", "Value"]
+__all__ = ["Context", "Function", "Tensor", "Value", "concatenate", "is_grad_enabled", "no_grad", "stack"]

@@ -7,8 +7,8 @@ s = Σ w·y; one backward gives ∂s/∂xᵢ, and each entry is compared with
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 

@@ -8,8 +8,12 @@ give a silently wrong gradient (torch raises). Two guards, both free of per-elem
 - an optimizer step or a state load writes through `modified_in_place(t)`, which lifts the
   lock for the write and bumps `t._version`; the backward compares versions and names the op.
 
-Locks are counted per array (two live graphs may save the same weight) and released when the
-context is freed by the backward or collected with its graph.
+Locks are counted per *buffer* — the array that owns the memory, reached through `.base` —
+not per array object: a slice `v = x[:2]` taken before `x` is saved keeps its own writeable
+flag, and numpy refuses to make `v` writeable again while `x` is read-only. So every array
+locked on one buffer is released together, when the last holder of any of them lets go,
+base before views (numpy's rule: a view may be writeable only when its base is). Holders are
+the contexts of live graphs, released by the backward or when the graph is collected.
 """
 
 from __future__ import annotations
@@ -20,33 +24,75 @@ from typing import Any
 
 import numpy as np
 
-_LOCKS: dict[int, int] = {}  # id(array) → how many live contexts hold it read-only
 
-_LOCKS: dict[int, int] = {}
+class _Buffer:
+    """The locks on one memory buffer: how many holders, and which arrays we made read-only."""
+
+    __slots__ = ("flipped", "holders")
+
+    def __init__(self) -> None:
+        self.holders = 0
+        self.flipped: list[np.ndarray] = []  # arrays this module turned read-only
+
+    def release(self) -> None:
+        """Make every flipped array writeable again, shallowest first (bases before views)."""
+        for arr in sorted(self.flipped, key=_depth):
+            arr.flags.writeable = True
+
+    def relock(self) -> None:
+        for arr in self.flipped:
+            arr.flags.writeable = False
+
+
+_BUFFERS: dict[int, _Buffer] = {}  # id(owning array) → its locks (a flipped array keeps it alive)
+_HELD: dict[int, int] = {}  # id(locked array) → how many holders counted it
+
+
+def _root(arr: np.ndarray) -> np.ndarray:
+    """The array that owns `arr`'s memory (the end of its chain of ndarray bases)."""
+    while isinstance(arr.base, np.ndarray):
+        arr = arr.base
+    return arr
+
+
+def _depth(arr: np.ndarray) -> int:
+    depth = 0
+    while isinstance(arr.base, np.ndarray):
+        arr, depth = arr.base, depth + 1
+    return depth
 
 
 def lock(arr: np.ndarray) -> None:
-    """Make `arr` read-only for one more holder (an array read-only already is left alone)."""
-    key = id(arr)  # stable: the context holds arr until it unlocks it
-    count = _LOCKS.get(key)
-    if count is not None:
-        _LOCKS[key] = count + 1
-    elif arr.flags.writeable:
+    """Make `arr` read-only for one more holder (an array read-only already, on a buffer this
+    module does not lock, is left alone: a user's frozen array stays frozen)."""
+    key = id(_root(arr))  # stable: the holder keeps arr, hence its root, alive until unlock
+    buf = _BUFFERS.get(key)
+    if buf is None:
+        if not arr.flags.writeable:
+            return
+        buf = _BUFFERS[key] = _Buffer()
+    buf.holders += 1
+    _HELD[id(arr)] = _HELD.get(id(arr), 0) + 1
+    if arr.flags.writeable:
         arr.flags.writeable = False
-        _LOCKS[key] = 1
+        buf.flipped.append(arr)
 
 
 def unlock(arr: np.ndarray) -> None:
-    """One holder fewer; the last one makes `arr` writeable again."""
-    key = id(arr)
-    count = _LOCKS.get(key)
-    if count is None:
+    """One holder fewer; the last holder on the buffer makes its arrays writeable again."""
+    held = _HELD.get(id(arr))
+    if held is None:
         return
-    if count > 1:
-        _LOCKS[key] = count - 1
+    if held > 1:
+        _HELD[id(arr)] = held - 1
     else:
-        del _LOCKS[key]
-        arr.flags.writeable = True
+        del _HELD[id(arr)]
+    key = id(_root(arr))
+    buf = _BUFFERS[key]
+    buf.holders -= 1
+    if buf.holders == 0:
+        del _BUFFERS[key]
+        buf.release()
 
 
 @contextlib.contextmanager
@@ -54,14 +100,14 @@ def modified_in_place(t: Any) -> Iterator[np.ndarray]:
     """Write Tensor `t`'s data in place on purpose (an optimizer step, a state load).
 
     Bumps `t._version`, so a graph that saved the old values refuses its backward, and lifts
-    the read-only lock for the duration of the write."""
+    the read-only locks on its buffer for the duration of the write."""
     arr = t.data
-    locked = id(arr) in _LOCKS
-    if locked:
-        arr.flags.writeable = True
+    buf = _BUFFERS.get(id(_root(arr)))
+    if buf is not None:
+        buf.release()
     try:
         yield arr
     finally:
         t._version += 1
-        if locked:
-            arr.flags.writeable = False
+        if buf is not None:
+            buf.relock()

@@ -43,8 +43,15 @@ def is_grad_enabled() -> bool:
 class Context:
     """What one op application remembers for its backward (torch's `ctx`)."""
 
-    __slots__ = ("fn", "parents", "needs_input_grad", "saved_tensors", "saved_nbytes", "guards",
-                 "__dict__")
+    __slots__ = (
+        "__dict__",
+        "fn",
+        "guards",
+        "needs_input_grad",
+        "parents",
+        "saved_nbytes",
+        "saved_tensors",
+    )
 
     def __init__(self, fn: type, parents: tuple, needs_input_grad: tuple[bool, ...]):
         self.fn = fn
@@ -349,5 +356,5 @@ def stack(tensors: list[Tensor], axis: int = 0) -> Tensor:
 
 
 # ops and the graph walk need Function and Tensor defined above
-from mgsparse.engine import movement, ops  # noqa: E402
-from mgsparse.engine.autograd import run_backward  # noqa: E402
+from mgsparse.engine import movement, ops
+from mgsparse.engine.autograd import run_backward

@@ -11,7 +11,7 @@ import math
 
 
 class Value:
-    __slots__ = ("data", "grad", "_backward", "_prev", "_op")
+    __slots__ = ("_backward", "_op", "_prev", "data", "grad")
 
     def __init__(self, data: float, _children: tuple = (), _op: str = ""):
         self.data = float(data)

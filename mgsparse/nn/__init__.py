@@ -7,8 +7,10 @@ each one, and a subclass of each, through the contract that `nn/block.py` writes
 """
 
 from mgsparse.nn import functional
+from mgsparse.nn.appnp import APPNP, APPNPProp
 from mgsparse.nn.gat import GAT, GATConv
 from mgsparse.nn.gcn import GCN, GCNConv, normalized_adjacency
+from mgsparse.nn.gcnii import GCNII, GCNIILayer
 from mgsparse.nn.gin import GIN, GINConv, gin_mlp
 from mgsparse.nn.layers import (
     ELU,
@@ -25,14 +27,16 @@ from mgsparse.nn.module import Buffer, LoadResult, Module, ModuleList, Parameter
 from mgsparse.nn.norm import BatchNorm1d, LayerNorm
 from mgsparse.nn.pool import global_add_pool, global_max_pool, global_mean_pool, global_pool
 from mgsparse.nn.sage import GraphSAGE, SAGEConv
+from mgsparse.nn.sgc import SGC
 from mgsparse.nn.stack import MLP
 
 GRAPH_LAYERS: tuple[type[Module], ...] = (GCNConv, GATConv, SAGEConv, GINConv)
 
 __all__ = [
-    "ELU", "GAT", "GCN", "GIN", "GRAPH_LAYERS", "MLP", "BatchNorm1d", "Buffer", "Dropout", "GATConv",
-    "GCNConv", "GINConv", "GraphSAGE", "Identity", "LayerNorm", "LeakyReLU", "Linear",
-    "LoadResult", "Module", "ModuleList", "Parameter", "ReLU", "SAGEConv", "Sequential",
-    "Sigmoid", "Tanh", "functional", "gin_mlp", "global_add_pool", "global_max_pool",
-    "global_mean_pool", "global_pool", "glorot_", "normalized_adjacency",
+    "APPNP", "ELU", "GAT", "GCN", "GCNII", "GIN", "GRAPH_LAYERS", "MLP", "SGC", "APPNPProp",
+    "BatchNorm1d", "Buffer", "Dropout", "GATConv", "GCNConv", "GCNIILayer", "GINConv", "GraphSAGE",
+    "Identity", "LayerNorm", "LeakyReLU", "Linear", "LoadResult", "Module", "ModuleList",
+    "Parameter", "ReLU", "SAGEConv", "Sequential", "Sigmoid", "Tanh", "functional", "gin_mlp",
+    "global_add_pool", "global_max_pool", "global_mean_pool", "global_pool", "glorot_",
+    "normalized_adjacency",
 ]

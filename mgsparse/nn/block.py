@@ -126,7 +126,9 @@ def gather_rows(features: Any, ids: np.ndarray) -> Tensor | SparseTensor:
     operand of the same kind; sparse rows are cut from the CSR, never densified."""
     if isinstance(features, SparseTensor):
         csr = features._structure.csr_matrix(features.values.data)  # cached view, no copy
-        return SparseTensor.from_scipy(csr[ids], dtype=features.dtype)
+        rows = SparseTensor.from_scipy(csr[ids], dtype=features.dtype)
+        rows.dense_stream = features.dense_stream  # a fallen-back operand's rows draw as dense
+        return rows
     if sp.issparse(features):
         return SparseTensor.from_scipy(sp.csr_matrix(features)[ids])
     data = features.data if isinstance(features, Tensor) else np.asarray(features)
@@ -145,6 +147,10 @@ def layerwise_inference(model: StackedModel, features: Any, sampler: Any,
     """
     if chunk_size < 1:
         raise HyperparameterError(f"eval chunk size must be >= 1, got {chunk_size}")
+    if getattr(model, "residual", False) or getattr(model, "jk", None) or getattr(
+            model, "norms", None) is not None:  # what StackedModel.stack adds between layers
+        raise HyperparameterError("layer-wise inference runs the plain stack, without residual, "
+                                  "jk or norm; evaluate such a model on the whole graph")
     convs, n = _convs(model), sampler.num_nodes
     was_training = model.training
     model.eval()

@@ -29,7 +29,7 @@ from mgsparse.errors import HyperparameterError
 from mgsparse.nn.edges import GraphCache, check_edge_index
 from mgsparse.nn.layers import glorot_
 from mgsparse.nn.module import Module, ModuleList, Parameter
-from mgsparse.nn.stack import EdgeListModel
+from mgsparse.nn.stack import EdgeListModel, check_stack_options
 from mgsparse.sparse import SparseTensor, row_softmax, sparse_dropout
 from mgsparse.sparse.ops import Gather
 
@@ -169,12 +169,17 @@ class GAT(EdgeListModel):
                  output_heads: int = 1, layers: int = 2, dropout: float = 0.6,
                  attn_dropout: float = 0.6, activation: str = "elu",
                  edge_index: np.ndarray | None = None,
-                 rng: np.random.Generator | None = None, dtype: Any = np.float32):
+                 rng: np.random.Generator | None = None, dtype: Any = np.float32,
+                 residual: bool = False, jk: str | None = None, norm: str | None = None):
         super().__init__(dropout, activation, rng, edge_index)
         if layers < 1:
             raise HyperparameterError(f"GAT needs at least one layer, got {layers}")
+        jk = check_stack_options(jk, norm)[0]  # with jk the last layer is a hidden one too
         common = {"dropout": attn_dropout, "rng": self.rng, "dtype": dtype}
         widths = [in_features] + [hidden * heads] * (layers - 1)
         self.convs = ModuleList(
             [GATConv(w, hidden, heads, concat=True, **common) for w in widths[:-1]]
-            + [GATConv(widths[-1], num_classes, output_heads, concat=False, **common)])
+            + [GATConv(widths[-1], hidden, heads, concat=True, **common) if jk else
+               GATConv(widths[-1], num_classes, output_heads, concat=False, **common)])
+        out = widths[1:] + [hidden * heads if jk else num_classes]
+        self.stack_options(out, num_classes, residual, jk, norm, dtype)

@@ -21,7 +21,7 @@ from mgsparse.errors import HyperparameterError
 from mgsparse.nn.edges import GraphCache, check_edge_index
 from mgsparse.nn.layers import glorot_
 from mgsparse.nn.module import Module, ModuleList, Parameter
-from mgsparse.nn.stack import StackedModel, layer_widths
+from mgsparse.nn.stack import StackedModel, stack_widths
 from mgsparse.sparse import SparseTensor, as_operand, gcn_norm
 
 Adjacency = Any  # an edge list (2, E), a normalised SparseTensor or a dense Tensor
@@ -147,9 +147,10 @@ class GCN(StackedModel):
     def __init__(self, in_features: int, hidden: int, num_classes: int, layers: int = 2,
                  dropout: float = 0.5, activation: str = "relu",
                  rng: np.random.Generator | None = None, dtype: Any = np.float32,
-                 edge_index: np.ndarray | None = None, learn_edge_weight: bool = False):
+                 edge_index: np.ndarray | None = None, learn_edge_weight: bool = False,
+                 residual: bool = False, jk: str | None = None, norm: str | None = None):
         super().__init__(dropout, activation, rng)
-        widths = layer_widths(in_features, hidden, num_classes, layers)
+        widths = stack_widths(in_features, hidden, num_classes, layers, jk)
         self.convs = ModuleList(GCNConv(a, b, rng=self.rng, dtype=dtype)
                                 for a, b in itertools.pairwise(widths))
         if learn_edge_weight and edge_index is None:
@@ -157,6 +158,7 @@ class GCN(StackedModel):
         self.edge_index = np.asarray(edge_index) if learn_edge_weight else None
         self.edge_weight = (Parameter(np.ones(self.edge_index.shape[1]), dtype=dtype)
                             if learn_edge_weight else None)
+        self.stack_options(widths[1:], num_classes, residual, jk, norm, dtype)
 
     def forward(self, x: Tensor | SparseTensor, adj: Any, edge_weight: Tensor | None = None):
         if self.edge_weight is not None:  # once per forward, shared by every layer

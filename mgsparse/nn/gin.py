@@ -30,7 +30,7 @@ from mgsparse.nn.edges import GraphCache, check_edge_index
 from mgsparse.nn.layers import Linear, ReLU
 from mgsparse.nn.module import Buffer, Module, ModuleList, Parameter, Sequential
 from mgsparse.nn.norm import BatchNorm1d
-from mgsparse.nn.stack import EdgeListModel, layer_widths
+from mgsparse.nn.stack import EdgeListModel, stack_widths
 from mgsparse.sparse import SparseTensor
 
 Adjacency = Any  # an edge list (2, E), a prebuilt sum operand (SparseTensor or dense Tensor)
@@ -175,8 +175,10 @@ class GIN(EdgeListModel):
     def __init__(self, in_features: int, hidden: int, num_classes: int, layers: int = 2,
                  dropout: float = 0.5, activation: str = "relu", train_eps: bool = False,
                  edge_index: np.ndarray | None = None,
-                 rng: np.random.Generator | None = None, dtype: Any = np.float32):
+                 rng: np.random.Generator | None = None, dtype: Any = np.float32,
+                 residual: bool = False, jk: str | None = None, norm: str | None = None):
         super().__init__(dropout, activation, rng, edge_index)
-        widths = layer_widths(in_features, hidden, num_classes, layers)
+        widths = stack_widths(in_features, hidden, num_classes, layers, jk)
         self.convs = ModuleList(GINConv(a, b, hidden=hidden, train_eps=train_eps, rng=self.rng,
                                         dtype=dtype) for a, b in pairwise(widths))
+        self.stack_options(widths[1:], num_classes, residual, jk, norm, dtype)

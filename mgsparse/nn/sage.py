@@ -20,7 +20,7 @@ from mgsparse.errors import HyperparameterError
 from mgsparse.nn.edges import GraphCache, check_edge_index
 from mgsparse.nn.layers import glorot_
 from mgsparse.nn.module import Module, ModuleList, Parameter
-from mgsparse.nn.stack import EdgeListModel
+from mgsparse.nn.stack import EdgeListModel, stack_widths
 from mgsparse.sparse import SparseTensor
 
 NORM_EPS = 1e-12  # inside the square root: ‖0‖ has a finite gradient
@@ -148,12 +148,14 @@ class GraphSAGE(EdgeListModel):
     def __init__(self, in_features: int, hidden: int, num_classes: int, layers: int = 2,
                  dropout: float = 0.5, activation: str = "relu", normalize: bool = False,
                  edge_index: np.ndarray | None = None,
-                 rng: np.random.Generator | None = None, dtype: Any = np.float32):
+                 rng: np.random.Generator | None = None, dtype: Any = np.float32,
+                 residual: bool = False, jk: str | None = None, norm: str | None = None):
         super().__init__(dropout, activation, rng, edge_index)
         if layers < 1:
             raise HyperparameterError(f"GraphSAGE needs at least one layer, got {layers}")
-        widths = [in_features] + [hidden] * (layers - 1) + [num_classes]
+        widths = stack_widths(in_features, hidden, num_classes, layers, jk)
         last = layers - 1
         self.convs = ModuleList(SAGEConv(a, b, normalize=normalize and i < last, rng=self.rng,
                                          dtype=dtype)
                                 for i, (a, b) in enumerate(pairwise(widths)))
+        self.stack_options(widths[1:], num_classes, residual, jk, norm, dtype)

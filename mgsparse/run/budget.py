@@ -7,7 +7,9 @@ operands (a dense array larger than the whole budget was never built: `run.place
 the largest dense operand turns sparse while the estimated step passes it, and a run whose
 all-sparse step is estimated above the budget stops before its first epoch. During training, a traced epoch whose peak passes it
 turns the largest dense operand sparse from the next epoch on (same values: the loss curve
-continues, the optimizer state is untouched); with nothing dense left, a peak above the
+continues to float rounding, the optimizer state is untouched — the operand is marked
+`dense_stream`, so its dropout draws the dense-shaped mask the dense operand drew and the
+generator's stream goes on unchanged); with nothing dense left, a peak above the
 budget ends the run cleanly. The rule talks to the task's placed data (`task.placed`, a
 `run.placed.PlacedGraph`: its operands, `dense_operands`, `make_sparse`), never to the task's
 own fields.
@@ -60,18 +62,38 @@ def available_memory_bytes() -> int:
         return 8 * 1024 * MB  # no way to ask: assume a modest machine
 
 
-def budget_bytes(monitor: MonitorConfig) -> int | None:
+def budget_bytes(monitor: MonitorConfig) -> float | None:
     """The run's budget in bytes: the config's MB, half the available memory for "auto",
     None (no limit) for null."""
     if monitor.memory_budget_mb is None:
         return None
     if monitor.memory_budget_mb == "auto":
         return int(AUTO_FRACTION * available_memory_bytes())
-    return int(monitor.memory_budget_mb * MB)
+    return monitor.memory_budget_mb * MB  # not rounded: 1e-9 MB is not a budget of 0 bytes
 
 
-def mb(num_bytes: float) -> str:
-    return f"{num_bytes / MB:,.1f} MB"
+MB_DIGITS = 3  # significant digits of a figure in MB, at the least
+
+
+def mb(num_bytes: float, other: float | None = None) -> str:
+    """`num_bytes` in MB, truthful at any scale: at least three significant digits and one
+    decimal ("34.3 MB", "2.68 MB", "2,048.0 MB", "0.0412 MB", "9.54e-07 MB"), and with
+    `other` given, as many more as it takes for the two figures not to print alike (an
+    estimate over its budget never reads "1.00 MB of a 1.00 MB budget")."""
+    for digits in range(MB_DIGITS, 17):
+        text = _mb_text(num_bytes / MB, digits)
+        if other is None or text != _mb_text(other / MB, digits):
+            break
+    return f"{text} MB"
+
+
+def _mb_text(value: float, digits: int) -> str:
+    if value == 0 or not np.isfinite(value):
+        return f"{value:g}"
+    if abs(value) < 1e-3:
+        return f"{value:.{digits - 1}e}"
+    decimals = max(1, digits - 1 - int(np.floor(np.log10(abs(value)))))
+    return f"{value:,.{decimals}f}"
 
 
 def dense_over_budget(num_bytes: float, budget: int | None) -> bool:
@@ -123,16 +145,17 @@ def fit_within_budget(task: Any, config: Config, budget: int | None) -> list[Bud
     estimate = estimate_step_bytes(task, config)
     while dense_over_budget(estimate, budget) and placed.dense_operands():
         name = placed.dense_operands()[0]
-        placed.make_sparse(name, f"sparse (dense would need {mb(estimate)} of a {mb(budget)} "
-                                 f"budget)")
+        placed.make_sparse(name, f"sparse (dense would need {mb(estimate, budget)} of a "
+                                 f"{mb(budget, estimate)} budget)")
         before, estimate = estimate, estimate_step_bytes(task, config)
         events.append(BudgetEvent(0, name, before / MB, estimate / MB, before / MB,
                                   budget / MB, f"{name} kept sparse: dense would need "
-                                  f"{mb(before)} of a {mb(budget)} budget"))
+                                  f"{mb(before, budget)} of a {mb(budget, before)} budget"))
     if budget is not None and estimate > budget:
         raise MemoryBudgetError(
-            f"a training step needs about {mb(estimate)} with every operand sparse, over the "
-            f"{mb(budget)} budget; raise monitor.memory_budget_mb or use a smaller model")
+            f"a training step needs about {mb(estimate, budget)} with every operand sparse, "
+            f"over the {mb(budget, estimate)} budget; raise monitor.memory_budget_mb or use a "
+            "smaller model")
     task.estimate_bytes = estimate
     return events
 
@@ -151,14 +174,17 @@ def check_epoch(placed: Any, epoch: int, peak_mb: float,
     if dense:
         name = dense[0]
         before = held_nbytes(placed.operands()[name])
-        placed.make_sparse(name, f"sparse (fell back at epoch {epoch}: peak {peak_mb:,.1f} MB "
-                                 f"of a {budget_mb:,.1f} MB budget)")
+        peak, limit = mb(peak_mb * MB, FALLBACK_FRACTION * budget), mb(budget)
+        placed.make_sparse(name, f"sparse (fell back at epoch {epoch}: peak {peak} "
+                                 f"of a {limit} budget)")
+        placed.operands()[name].dense_stream = True  # its dropout draws as the dense one did
         after = held_nbytes(placed.operands()[name])
         return BudgetEvent(epoch, name, before / MB, after / MB, peak_mb, budget_mb,
-                           f"peak {peak_mb:,.1f} MB passed 80% of the {budget_mb:,.1f} MB "
-                           f"budget: {name} now sparse ({mb(before)} -> {mb(after)})")
+                           f"peak {peak} passed 80% of the {limit} budget: {name} now sparse "
+                           f"({mb(before, after)} -> {mb(after, before)})")
     if peak_mb * MB > budget:
         return BudgetEvent(epoch, None, peak_mb, peak_mb, peak_mb, budget_mb,
-                           f"peak {peak_mb:,.1f} MB is over the {budget_mb:,.1f} MB budget with "
-                           "every operand sparse; the run stops (best parameters kept)")
+                           f"peak {mb(peak_mb * MB, budget)} is over the "
+                           f"{mb(budget, peak_mb * MB)} budget with every operand sparse; "
+                           "the run stops (best parameters kept)")
     return None

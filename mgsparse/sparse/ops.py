@@ -39,6 +39,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from mgsparse.engine import Function, Tensor, concatenate, parallel
+from mgsparse.engine.masks import keep_mask, kept_scale
+from mgsparse.engine.ops import Dropout
 from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.sparse import reference as ref
 from mgsparse.sparse.structure import Structure, from_csr, from_keys
@@ -322,12 +324,27 @@ def _mul_dense(A: SparseTensor, D: Tensor) -> SparseTensor:
 
 
 def sparse_dropout(A: SparseTensor, p: float, training: bool = True,
-                   rng: np.random.Generator | None = None) -> SparseTensor:
+                   rng: np.random.Generator | None = None,
+                   dense_stream: bool = False) -> SparseTensor:
     """Inverted dropout on the stored values only (the engine's `Tensor.dropout` on the (nnz,)
     values): the pattern and its cached views are kept, dropped entries stored as zeros,
-    nothing is densified."""
-    try:
-        values = A.values.dropout(p, training, rng)
-    except HyperparameterError as e:
-        raise HyperparameterError(f"sparse_dropout: {e}") from None
-    return A if values is A.values else A.with_values(values)
+    nothing is densified.
+
+    `dense_stream`: draw the mask of A's dense shape instead, exactly as `Tensor.dropout` on
+    the dense matrix would, and keep it at the stored entries: out_k = v_k·scale·keep[r_k, c_k].
+    The generator is consumed as by the dense operand and every value equals the dense output's
+    entry, so a run whose operand turned sparse mid-training (the memory budget's fallback)
+    continues the dense run's curve. It costs a dense-sized mask per step, hence only there."""
+    if not dense_stream:
+        try:
+            values = A.values.dropout(p, training, rng)
+        except HyperparameterError as e:
+            raise HyperparameterError(f"sparse_dropout: {e}") from None
+        return A if values is A.values else A.with_values(values)
+    if not 0 <= p < 1:
+        raise HyperparameterError(f"sparse_dropout: dropout probability must be in [0, 1), "
+                                  f"got {p}")
+    if not training or p == 0:
+        return A
+    keep = keep_mask(A.shape, p, rng if rng is not None else np.random.default_rng())
+    return A.with_values(Dropout.apply(A.values, keep[A.row, A.col], kept_scale(p)))

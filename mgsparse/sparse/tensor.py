@@ -75,6 +75,9 @@ class SparseTensor:
     """A (rows, cols) sparse matrix: COO indices plus a differentiable values Tensor."""
 
     __array_ufunc__ = None  # numpy arrays and Tensors hand `@`/`*` with us to our __r*__
+    # True on an operand that turned sparse mid-training (the memory budget's fallback): its
+    # dropout draws the dense-shaped mask the dense operand drew (`sparse_dropout`)
+    dense_stream = False
 
     def __init__(self, indices: Any, values: Any, shape: Any):
         shape = _check_shape(shape)

@@ -37,6 +37,27 @@ def test_dense_is_refused_above_the_budget_with_the_reason(small_sweep):
         "(N²·4 B for Â plus the features), over the 2 MB budget")
 
 
+def test_the_sweep_times_whole_graph_steps_whatever_the_config_trains(monkeypatch):
+    """Issue #23: the sweep fitted receptive-field steps (nnz^0.19: a field of fixed rows stops
+    growing with the graph). Every point must hold and read the whole graph's Â, even when the
+    config asks for receptive fields."""
+    measured, measure = [], bench.measure
+
+    def spy(config, base, *args):
+        measured.append(base.placed.placement.get("training rows"))
+        return measure(config, base, *args)
+
+    monkeypatch.setattr(bench, "measure", spy)
+    config = bench.bench_config("synthetic", overrides=["train.receptive_field=true"])
+    result = sweep.scale_sweep(config, [300], repeat=1, warmup=0, memory_budget_mb=2)
+    assert measured == [None, None]  # sparse and dense: no receptive field
+    (point,) = result.points
+    stored = point.adjacency_nnz + point.feature_nnz  # int64 index pair + float32 value each
+    assert 20 * stored <= point.sparse.operand_bytes < 20 * stored + 65_536
+    assert point.dense.operand_bytes >= 4 * 300 * 300  # the whole-graph dense Â
+    assert point.equivalence.passed
+
+
 def test_sweep_json_schema(small_sweep):
     data = json.loads(json.dumps(small_sweep.to_dict()))
     assert data["benchmark"] == "scale_sweep"

@@ -51,7 +51,8 @@ def test_python_dash_m_runs_the_same_entry_point():
 def run_cli(*args, env=None, stdout=subprocess.PIPE, cwd=None):
     environment = {**os.environ, "MGSPARSE_DATA": str(cwd or "."), **(env or {})}
     return subprocess.run([sys.executable, "-m", "mgsparse", *map(str, args)], env=environment,
-                          stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120, cwd=cwd)
+                          stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120, cwd=cwd,
+                          check=False)  # the tests assert the exit code
 
 
 def test_columns_zero_still_prints_the_json_summary(tmp_path):

@@ -25,8 +25,12 @@ def test_karate_prints_both_rows_the_ratios_and_the_verdict(run, tmp_path):
     assert result.exit_code == 0, result.output
     rows = {line.split()[1] for line in result.stdout.splitlines() if line.startswith("│")}
     assert {"sparse", "dense", "dense/sparse"} <= rows
-    assert "karate: 34 nodes, Â nnz 190" in result.stdout
-    assert "agree" in result.stdout and "verdict: sparse step" in result.stdout
+    text = " ".join(result.stdout.split())
+    assert "GCN whole-graph training step on karate: 34 nodes, Â nnz 190" in text
+    assert "agree" in text and "verdict: sparse whole-graph step" in text
+    assert ("GCN training step on karate's receptive field: 2 <- 31 <- 34 of 34 rows (what "
+            "`mgsparse train` runs; its Â blocks sparse both ways)") in text
+    assert "verdict: sparse receptive-field step" in text
     data = json.loads(path.read_text())
     assert data["benchmark"] == "dense_vs_sparse" and data["dataset"] == "karate"
     assert data["equivalence"]["passed"] is True

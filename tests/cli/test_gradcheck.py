@@ -138,14 +138,20 @@ def test_bad_size_exits_2_naming_every_size(run):
     assert command.SIZE_NAMES.split("|") == list(SIZES)  # the help shows the same names
 
 
-def test_json_into_a_missing_folder_exits_2_before_running(run, tmp_path):
-    missing = tmp_path / "nope" / "out.json"
-    one_line_error(run("--op", "spmm", "--json", missing), 2,
-                   f"--json: folder {missing.parent} does not exist")
+def test_json_into_a_missing_folder_creates_it(run, tmp_path):
+    """The output rule (cli/outputs.py): missing folders on the way are created."""
+    path = tmp_path / "new" / "deeper" / "out.json"
+    result = run("--op", "spmm", "--json", path)
+    assert result.exit_code == 0, result.output
+    assert json.loads(path.read_text())["ops"] == 1
 
 
-def test_json_that_cannot_be_written_exits_1(run, tmp_path):
-    one_line_error(run("--op", "engine.neg", "--json", tmp_path), 1, "cannot write")
+def test_a_json_path_that_cannot_be_written_exits_2_before_running(run, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    one_line_error(run("--op", "engine.neg", "--json", tmp_path), 2, "--json", "is a folder")
+    one_line_error(run("--op", "engine.neg", "--json", blocker / "out.json"), 2,
+                   f"--json {blocker / 'out.json'}: {blocker} is a file, not a folder")
 
 
 @pytest.mark.parametrize("terminal, delay, shown", [(True, 0.0, True), (True, 60.0, False),

@@ -154,8 +154,18 @@ def test_without_matplotlib_the_sweep_plot_says_how_to_install_it(sweep_result, 
 
 
 def test_an_unwritable_plot_path_is_one_error(tmp_path, sweep_result):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(MgsparseError, match="cannot create the folder of"):
+        plot_sweep(sweep_result, blocker / "sweep.png")
+    (tmp_path / "taken.png").mkdir()
     with pytest.raises(MgsparseError, match="cannot write plot"):
-        plot_sweep(sweep_result, tmp_path / "missing" / "sweep.png")
+        plot_sweep(sweep_result, tmp_path / "taken.png")
+
+
+def test_a_plot_into_a_missing_folder_creates_it(tmp_path, sweep_result):
+    path = plot_sweep(sweep_result, tmp_path / "missing" / "sweep.png")
+    assert path.read_bytes()[:4] == b"\x89PNG"
 
 
 def test_importing_plots_does_not_import_matplotlib():
@@ -189,3 +199,30 @@ def test_cora_pictures_are_curves_and_the_embedding_of_every_node(tmp_path, mirr
     np.testing.assert_allclose(mean, rows.mean(axis=0))
     np.testing.assert_allclose(std, rows.std(axis=0))
     assert list(epochs) == [1, 2, 3, 4, 5]
+
+
+KARATE_RUNS = ("train", CONFIGS / "karate.yaml", "--epochs", "30", "--runs", "4", "--quiet")
+
+
+def test_the_embedding_drawn_is_the_best_runs(cli, tmp_path):
+    """Best by the task's selection column (classification: the lowest validation loss of the
+    kept parameters), not run 0; on karate over seeds 0..3 that is not seed 0."""
+    out, picture = tmp_path / "run", tmp_path / "k.svg"
+    result = cli(*KARATE_RUNS, "--out", out, "--plot", picture)
+    assert result.exit_code == 0, result.output
+    runs = json.loads((out / "metrics.json").read_text())["runs"]
+    val_loss = {r["seed"]: r["epochs"][r["best_epoch"] - 1]["val_loss"] for r in runs}
+    best = min(val_loss, key=val_loss.get)
+    assert best != 0  # else the picture of run 0 would pass for the best run's
+    assert f"last hidden layer (PCA), seed {best}:" in picture.read_text()
+
+
+def test_a_sampled_runs_pictures_leave_no_blank_panel(cli, tmp_path):
+    picture = tmp_path / "sampled.svg"
+    result = cli("train", CONFIGS / "karate.yaml", "--epochs", "2", "--quiet", "--set",
+                 "train.batch_size=8", "--set", "model.kind=sage", "--plot", picture)
+    assert result.exit_code == 0, result.output
+    svg = picture.read_text()
+    assert 'width="720pt"' in svg  # two panels of 5 inches, not three with one blank
+    assert "no embedding panel: a sampled run computes no whole-graph hidden layer" in svg
+    assert "loss per epoch" in svg and "accuracy per epoch" in svg

@@ -159,7 +159,7 @@ def test_an_unwritable_out_folder_fails_before_training(cli, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     result = cli("train", KARATE, "--out", blocker / "run", "--quiet")
-    one_line_error(result, 1, "output folder", str(blocker / "run"))
+    one_line_error(result, 2, f"--out {blocker / 'run'}: {blocker} is a file, not a folder")
 
 
 @pytest.mark.parametrize("config", ["karate", "moons"])

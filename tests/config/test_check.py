@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mgsparse.config import config_from_dict, load_config
+from mgsparse.config import ModelConfig, config_from_dict, load_config
 from mgsparse.errors import ConfigError
 from tests.config import HEADER, config_error, write
 from tests.conftest import one_line_error
@@ -79,8 +79,8 @@ BAD_CONFIGS = [
                  "model.hidden must be an integer (got '16')", id="hidden-quoted"),
     pytest.param(HEADER + "model:\n  hiden: 16\n", 5,
                  "unknown key model.hiden; did you mean 'hidden'?", id="hidden-typo"),
-    pytest.param(HEADER + "model:\n  kind: gcm\n", 5,
-                 "(got 'gcm'); did you mean 'gcn'?", id="kind-typo"),
+    pytest.param(HEADER + "model:\n  kind: gccn\n", 5,
+                 "(got 'gccn'); did you mean 'gcn'?", id="kind-typo"),
     pytest.param(HEADER + "model: 16\n", 4,
                  "model must be a mapping of keys (got 16)", id="section-not-mapping"),
     pytest.param("# no name\n\ndataset:\n  root: data\n", 3,
@@ -217,3 +217,58 @@ def test_the_cli_refuses_them_before_training_with_exit_2(cli, tmp_path, text, n
     assert "graph tasks train with cross_entropy" in line or "validation nodes" in line
     assert not (out / "metrics.json").exists()
 
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (("optim.schedule=cosin",), ("--set optim.schedule=cosin: optim.schedule must be one of "
+     "'none', 'step', 'cosine', 'plateau' (got 'cosin'); did you mean 'cosine'?")),
+    (("optim.schedule=cosine", "optim.warmup=300"), ("--set optim.warmup=300: optim.warmup "
+     "(300 epochs) is longer than train.epochs (200)")),
+    (("optim.warmup=5",), ("--set optim.warmup=5: optim.warmup is read by schedule: cosine "
+     "only (schedule is 'none')")),
+    (("optim.schedule=plateau", "optim.min_lr=0.01"), ("--set optim.min_lr=0.01: optim.min_lr "
+     "(0.01) must be below optim.lr (0.01), the rate the plateau schedule lowers")),
+    (("optim.gamma=1",), "--set optim.gamma=1: optim.gamma must be in (0, 1) (got 1)"),
+    (("model.kind=appnp", "train.receptive_field=true"), ("--set train.receptive_field=true: "
+     "train.receptive_field: true cannot apply: model.kind 'appnp' propagates over the whole "
+     "graph (no block form) (use auto or false)")),
+    (("model.kind=gcnii", "train.batch_size=8"), ("--set train.batch_size=8: train.batch_size "
+     "samples blocks for each layer; model.kind 'gcnii' propagates over the whole graph (no "
+     "block form; set batch_size: null)")),
+    (("model.k=-1",), "--set model.k=-1: model.k must be >= 0 or null (got -1)"),
+    (("model.alpha=1.5",), "--set model.alpha=1.5: model.alpha must be in [0, 1] (got 1.5)"),
+    (("model.norm=batch", "train.batch_size=8", "sampler.fanouts=[5, 5]"), ("--set "
+     "model.norm=batch: model.norm is for full-batch training (receptive fields included), "
+     "not sampled mini-batches: their layer-wise evaluation runs the plain stack")),
+    (("model.jk=mean",), ("--set model.jk=mean: model.jk must be one of 'none', 'cat', 'max', "
+     "'sum' (got 'mean')")),
+], ids=["unknown-schedule", "warmup-past-epochs", "warmup-without-cosine", "floor-above-lr",
+        "gamma-one", "appnp-field", "gcnii-sampled", "negative-k", "alpha", "norm-sampled",
+        "unknown-jk"])
+def test_schedules_and_propagation_models_refuse_bad_settings(tmp_path, overrides, message):
+    assert str(config_error(write(tmp_path, KARATE, "ok.yaml"), overrides)) == message
+
+
+def test_schedule_and_propagation_keys_reach_the_sections():
+    config = config_from_dict({"dataset": {"name": "cora"},
+                               "model": {"kind": "sgc", "k": 3, "alpha": 0.2, "theta": 1.0},
+                               "optim": {"schedule": "cosine", "warmup": 10, "min_lr": 1e-4},
+                               "train": {"receptive_field": "auto"}})
+    assert (config.model.k, config.model.alpha, config.model.theta) == (3, 0.2, 1.0)
+    assert (config.optim.schedule, config.optim.warmup, config.optim.min_lr) == ("cosine", 10,
+                                                                                 1e-4)
+    assert ModelConfig().k is None  # null: each model's own K (APPNP 10, SGC 2)
+
+
+@pytest.mark.parametrize("kind", ["gcn", "gat", "sage", "gin", "mlp"])
+def test_stack_options_reach_the_model(kind):
+    import numpy as np
+
+    from mgsparse.run.build import build_model
+
+    config = config_from_dict({"dataset": {"name": "karate"},
+                               "model": {"kind": kind, "residual": True, "jk": "sum",
+                                         "norm": "layer", "layers": 3}})
+    model = build_model(config.model, 5, 2, np.random.default_rng(0), edge_index=None)
+    assert (model.residual, model.jk, len(model.norms)) == (True, "sum", 3)
+    assert model.jk_linear.out_features == 2

@@ -30,6 +30,7 @@ from mgsparse.run.loop import train_epoch
 from mgsparse.run.placed import load_graph
 from mgsparse.run.task import shuffle_generator
 from mgsparse.run.tasks.nodes import GraphTask
+from tests.distributed.conftest import SMALL
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("worker.py")
@@ -42,7 +43,6 @@ if MPIEXEC is None:
 
 # keyed dropout: the masks a partitioned run draws (by global node id), in one process too
 CORA = ["train.epochs=200", "monitor.memory=false", "model.keyed_dropout=true"]
-SMALL = ["dataset.num_nodes=2000", "dataset.num_features=32", "monitor.memory=false"]
 
 
 def launch(ranks: int, config: str, parts: Path, out: Path, sets: list[str],
@@ -169,14 +169,6 @@ def test_one_and_four_ranks_reproduce_single_process_cora(cora, ranks):
 
 
 # ---------------------------------------------------------------- failures end the job
-
-
-@pytest.fixture(scope="module")
-def small_parts(tmp_path_factory):
-    config = load_config(REPO / "configs" / "synthetic.yaml", SMALL)
-    folder = tmp_path_factory.mktemp("small-parts")
-    partition_graph(config, load_graph(config.dataset), 2, folder)
-    return folder
 
 
 DEADLINE = re.compile(r"rank 0: DistributedError: rank 0/2: (the halo exchange \(Alltoallv\)|"

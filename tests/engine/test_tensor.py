@@ -335,3 +335,32 @@ def test_read_only_locks_are_counted_and_released_with_the_graph():
     frozen.flags.writeable = False
     (Tensor(frozen, requires_grad=True) * 2.0).sum().backward()
     assert not frozen.flags.writeable  # an array read-only before stays read-only
+
+
+@pytest.mark.parametrize("slice_first", [True, False])
+def test_a_slice_saved_beside_its_base_releases_without_error(slice_first):
+    """Issue #23: a slice taken before its base was saved kept its own writeable flag, and the
+    backward failed with "cannot set WRITEABLE flag to True" releasing it under a locked base."""
+    from mgsparse.engine import inplace
+
+    x = Tensor(np.arange(6.0).reshape(3, 2), requires_grad=True)
+    w = Tensor(np.array([[1.0, 2.0], [3.0, 4.0]]), requires_grad=True)
+    v = x[:2]  # taken while x.data is still writeable
+    y = ((v * w[0]).sum() + (x @ w).sum()) if slice_first else ((x @ w).sum() + (v * w[0]).sum())
+    assert not x.data.flags.writeable and not v.data.flags.writeable
+    y.backward()
+    np.testing.assert_array_equal(x.grad, [[4.0, 9.0], [4.0, 9.0], [3.0, 7.0]])
+    np.testing.assert_array_equal(w.grad, [[6.0 + 2.0, 6.0 + 4.0], [9.0, 9.0]])
+    assert x.data.flags.writeable and v.data.flags.writeable and w.data.flags.writeable
+    assert inplace._BUFFERS == {} and inplace._HELD == {}
+
+
+def test_a_buffer_stays_locked_while_any_view_of_it_is_held():
+    x = Tensor(np.arange(4.0), requires_grad=True)
+    v = x[1:]
+    first, second = (x * 2.0).sum(), (v * v).sum()  # two graphs, one buffer
+    first.backward()
+    assert not v.data.flags.writeable  # `second` still holds the slice
+    second.backward()
+    np.testing.assert_array_equal(x.grad, [2.0, 4.0, 6.0, 8.0])
+    x.data[0] = 5.0  # released: writes work again

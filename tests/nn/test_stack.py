@@ -58,3 +58,104 @@ def test_unknown_activation_and_bad_sizes_are_one_clear_error():
     assert layer_widths(5, 8, 3, 3) == [5, 8, 8, 3]
     with pytest.raises(HyperparameterError, match="model sizes and layer count must be positive"):
         layer_widths(5, 8, 3, 0)
+
+
+# ---------------------------------------------------------------- residual, jk, norm
+
+
+def _linears(mlp):
+    return [(lin.weight.data, lin.bias.data) for lin in mlp.linears]
+
+
+def test_residual_adds_the_input_where_the_width_is_kept(rng):
+    """3 → 4 → 4 → 2: the first layer changes the width (no residual), the second keeps it."""
+    mlp = MLP(3, 4, 2, layers=3, residual=True, rng=rng, dtype=np.float64)
+    x = rng.standard_normal((5, 3))
+    (w1, b1), (w2, b2), (w3, b3) = _linears(mlp)
+    h1 = np.maximum(x @ w1 + b1, 0)
+    h2 = np.maximum(h1 @ w2 + b2, 0) + h1
+    np.testing.assert_allclose(mlp(Tensor(x)).data, h2 @ w3 + b3, atol=1e-12)
+    np.testing.assert_allclose(mlp.embed(Tensor(x)).data, h2, atol=1e-12)
+
+
+@pytest.mark.parametrize("jk", ["cat", "max", "sum"])
+def test_jumping_knowledge_combines_every_layer_then_a_linear(rng, jk):
+    mlp = MLP(3, 4, 2, layers=2, jk=jk, rng=rng, dtype=np.float64)
+    assert [lin.weight.shape for lin in mlp.linears] == [(3, 4), (4, 4)]  # both hidden
+    x = rng.standard_normal((5, 3))
+    (w1, b1), (w2, b2) = _linears(mlp)
+    h1 = np.maximum(x @ w1 + b1, 0)
+    h2 = np.maximum(h1 @ w2 + b2, 0)
+    h = {"cat": np.hstack([h1, h2]), "max": np.maximum(h1, h2), "sum": h1 + h2}[jk]
+    out = h @ mlp.jk_linear.weight.data + mlp.jk_linear.bias.data
+    assert mlp.jk_linear.weight.shape == ((8 if jk == "cat" else 4), 2)
+    np.testing.assert_allclose(mlp(Tensor(x)).data, out, atol=1e-12)
+    np.testing.assert_allclose(mlp.embed(Tensor(x)).data, h, atol=1e-12)
+
+
+def test_layer_norm_sits_between_layer_and_activation(rng):
+    mlp = MLP(3, 4, 2, layers=2, norm="layer", rng=rng, dtype=np.float64)
+    x = rng.standard_normal((5, 3))
+    (w1, b1), (w2, b2) = _linears(mlp)
+    z = x @ w1 + b1
+    z = (z - z.mean(1, keepdims=True)) / np.sqrt(z.var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(mlp(Tensor(x)).data, np.maximum(z, 0) @ w2 + b2, atol=1e-12)
+    assert len(mlp.norms) == 1  # hidden layers only: never the logits
+
+
+@pytest.mark.parametrize("norm, training", [("batch", True), ("batch", False), ("layer", False)])
+def test_a_gcn_with_every_option_passes_gradcheck(rng, norm, training):
+    from mgsparse.nn import GCN
+    from tests.nn.model_check import model_gradcheck
+    from tests.nn.test_gcn import EDGE_INDEX
+
+    model = GCN(3, 4, 2, layers=3, dropout=0.0, activation="tanh", residual=True, jk="cat",
+                norm=norm, rng=rng, dtype=np.float64)  # tanh: no kink for differences to straddle
+    if norm == "batch":
+        model.norms[0].running_var.data[...] = 2.0  # eval reads running statistics
+    result = model_gradcheck(model, rng.standard_normal((4, 3)),
+                             lambda m, x: m(x, EDGE_INDEX), training=training)
+    assert result.passed and len(result.inputs) == 1 + 6 + 6 + 2  # x, convs, norms, jk Linear
+    assert result.max_abs_err < 1e-6
+
+
+@pytest.mark.parametrize("kind", ["GCN", "GAT", "GraphSAGE", "GIN"])
+def test_options_on_a_receptive_field_equal_the_whole_graph(rng, kind):
+    """Block forms return the targets' rows first: residual and jk read those rows, so a
+    field's logits are the whole graph's rows (LayerNorm: no batch statistics)."""
+    import mgsparse.nn
+    from mgsparse.data.sampler import NeighborSampler
+    from mgsparse.nn.block import forward_blocks, gather_rows
+    from tests.data.test_sampler import random_digraph
+
+    edges, n = random_digraph(rng), 60
+    model = getattr(mgsparse.nn, kind)(5, 4, 3, layers=3, dropout=0.0, residual=True, jk="max",
+                                       norm="layer", rng=rng, dtype=np.float64)
+    model.eval()
+    x = rng.standard_normal((n, 5))
+    rows = np.array([3, 17, 42, 0])
+    blocks = NeighborSampler(edges, n, [-1] * 3).sample(rows, None).blocks
+    field = forward_blocks(model, gather_rows(x, blocks[0].n_id), blocks).data
+    whole = model(Tensor(x), edges).data[blocks[-1].n_id[:blocks[-1].num_targets]]
+    np.testing.assert_allclose(field, whole, atol=1e-10)
+
+
+def test_the_options_come_after_the_layers_so_the_first_layer_is_still_decayed(rng):
+    from mgsparse.nn import GCN
+    from mgsparse.run.build import first_layer_parameters
+
+    model = GCN(3, 4, 2, layers=2, jk="cat", norm="batch", residual=True, rng=rng)
+    names = [name for name, _ in model.named_parameters()]
+    assert names[:2] == ["convs.0.weight", "convs.0.bias"]
+    assert [p.shape for p in first_layer_parameters(model)] == [(3, 4), (4,)]
+
+
+def test_bad_stack_options_are_one_line_errors(rng):
+    with pytest.raises(HyperparameterError, match=r"^unknown jumping knowledge 'mean'; known: "
+                                                  r"cat, max, sum$"):
+        MLP(3, 4, 2, jk="mean")
+    with pytest.raises(HyperparameterError, match=r"^unknown norm 'group'; known: batch, layer$"):
+        MLP(3, 4, 2, norm="group")
+    with pytest.raises(HyperparameterError, match=r"^jk 'max' needs equal layer widths"):
+        MLP(3, 4, 2).stack_options([4, 2], 2, jk="max")
+    assert MLP(3, 4, 2, jk="none", norm="none").jk_linear is None  # "none": the plain stack

@@ -87,7 +87,7 @@ def test_after_an_epoch_the_80_percent_rule_falls_back_to_sparse(karate_task):
     assert over.operand is None and "the run stops" in over.message
 
 
-def fit_with_peaks(monkeypatch, peaks_mb):
+def fit_with_peaks(monkeypatch, peaks_mb, **train):
     """Karate placed dense (threshold 0) under a 1 MB budget whose estimate is forced to fit,
     trained with the traced peaks `peaks_mb` reported epoch after traced epoch."""
     from mgsparse.run import budget as budget_module
@@ -99,11 +99,13 @@ def fit_with_peaks(monkeypatch, peaks_mb):
     monkeypatch.setattr(EpochMemory, "end", lambda self, held: (end(self, held)[0],
                                                                next(reported)))
     config = config_from_dict({"dataset": {"name": "karate"}, "sparse": {"sparsity_threshold": 0},
-                               "train": {"epochs": 40, "patience": None},
+                               "train": {"epochs": 40, "patience": None, **train},
                                "monitor": {"memory_budget_mb": 1, "log_every": 10}})
     task = make_task(config)
     order = task.placed.dense_operands()  # largest first: the order the rule turns them sparse
-    assert sorted(order) == ["adjacency", "features"]
+    # with receptive fields on both sides Â is never built
+    assert sorted(order) == (["features"] if train.get("receptive_field") else
+                             ["adjacency", "features"])
     return task, fit(config, task), order
 
 
@@ -116,8 +118,49 @@ def test_the_loop_falls_back_when_a_traced_peak_passes_80_percent(monkeypatch):
     assert "fell back at epoch 2" in result.placement[first]
 
 
+@pytest.mark.parametrize("field", [True, False])
+def test_after_a_fallback_the_loss_curve_continues_with_dropout_on(monkeypatch, field):
+    """Issue #23, defect 7: after the switch the sparse features drew an nnz-shaped mask, so
+    every later mask differed and the curve left the dense run's (by up to 0.06). A fallen-back
+    operand now draws the dense-shaped mask: the curve is the dense run's to float rounding
+    (on the receptive field, whose rows are gathered from the fallen-back features, too)."""
+    settings = {"receptive_field": field}
+    with monkeypatch.context() as patch:
+        _, dense, _ = fit_with_peaks(patch, [0.5, 0.5, 0.5], **settings)  # stays dense
+    with monkeypatch.context() as patch:
+        task, fell, _ = fit_with_peaks(patch, [0.9, 0.9, 0.5], **settings)  # at 2 and 20
+    events = [(e["epoch"], e["operand"]) for e in fell.runs[0].events]
+    assert events == [(2, "features")] + ([] if field else [(20, "adjacency")])
+    assert task.placed.dense_operands() == [] and task.config.model.dropout == 0.5
+    before = [r.loss for r in dense.runs[0].rows]
+    after = [r.loss for r in fell.runs[0].rows]
+    assert before[:2] == after[:2]  # bitwise before the first switch
+    np.testing.assert_allclose(after, before, rtol=1e-5)
+    assert abs(after[-1] - before[-1]) < 1e-5  # the last epoch, 38 epochs after the switch
+    assert task.features.dense_stream
+
+
+def test_a_sparse_operand_from_the_start_keeps_its_cheap_mask():
+    """Only a fallen-back operand draws the dense-shaped mask: the generator advances by the
+    stored entries' mask for an ordinary sparse operand, by N·F bits for a fallen-back one."""
+    from mgsparse.nn.stack import dropout
+
+    A = SparseTensor.from_dense(np.eye(64, dtype=np.float32) * 3.0)
+    ordinary, fallen = np.random.default_rng(1), np.random.default_rng(1)
+    dropout(A, 0.5, True, ordinary)
+    A.dense_stream = True
+    out = dropout(A, 0.5, True, fallen)
+    dense = Tensor(np.eye(64, dtype=np.float32) * 3.0).dropout(0.5, True,
+                                                               np.random.default_rng(1))
+    np.testing.assert_array_equal(out.to_scipy("csr").toarray(), dense.data)
+    assert ordinary.bytes(8) == np.random.default_rng(1).bytes(8 + 8)[8:]  # 64 bits drawn
+    reference = np.random.default_rng(1)
+    reference.bytes(64 * 64 // 8)  # the dense mask's bits
+    assert fallen.bytes(8) == reference.bytes(8)
+
+
 def test_over_the_budget_with_nothing_dense_left_the_run_stops_keeping_its_best(monkeypatch):
-    task, result, order = fit_with_peaks(monkeypatch, [0.9, 0.9, 1.5])  # sparse, sparse, over
+    _, result, order = fit_with_peaks(monkeypatch, [0.9, 0.9, 1.5])  # sparse, sparse, over
     (run,) = result.runs
     assert [e["operand"] for e in run.events] == [*order, None]
     assert run.status == "over_budget" and len(run.rows) == 40 and run.state
