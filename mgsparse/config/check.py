@@ -153,6 +153,8 @@ def check_combination(config: Config, where: Where) -> None:
     _check_loss(config, where)
     _check_graph_classification(config, where)
     _check_schedule(config, where)
+    if config.task == "link":
+        _check_link(config, where)
 
 
 def _graphless() -> list[str]:
@@ -302,3 +304,30 @@ def _check_schedule(config: Config, where: Where) -> None:
         raise ConfigError(f"{where(('optim', 'min_lr'))}: optim.min_lr ({o.min_lr:g}) must be "
                           f"below optim.lr ({o.lr:g}), the rate the {o.schedule} schedule "
                           f"lowers")
+
+
+def _check_link(config: Config, where: Where) -> None:
+    """Link prediction (`task: link`) holds edges out of one graph, full batch: the split must
+    leave edges to train on, an undirected split needs an undirected graph, and a VGAE needs
+    a body below its two heads."""
+    data, link = config.dataset, config.link
+    if is_points(data.name) or is_graphset(data.name):
+        raise ConfigError(f"{where(('task',))}: task: link predicts the edges of one graph; "
+                          f"dataset {data.name!r} is not one")
+    if link.val + link.test >= 1:
+        raise ConfigError(f"{where(('link', 'test'))}: link.val + link.test must be < 1 (got "
+                          f"{link.val:g} + {link.test:g}): no edge would be left to train on")
+    if data.directed and link.undirected:
+        raise ConfigError(f"{where(('link', 'undirected'))}: dataset.directed: true keeps "
+                          f"edges one-way, so they cannot be held out in both directions; "
+                          f"set link.undirected: false")
+    if config.train.batch_size is not None:
+        raise ConfigError(f"{where(('train', 'batch_size'))}: task: link trains full batch "
+                          f"(sampled pairs are designed, not built); set batch_size: null")
+    if link.negatives == "all" and link.decoder != "inner":
+        raise ConfigError(f"{where(('link', 'negatives'))}: link.negatives: all scores every "
+                          f"pair as Z·Zᵀ, the inner-product decoder (set link.decoder: inner)")
+    if link.variational and config.model.layers < 2:
+        raise ConfigError(f"{where(('model', 'layers'))}: link.variational needs model.layers "
+                          f">= 2 (a body, then the μ and log σ layers), got "
+                          f"{config.model.layers}")

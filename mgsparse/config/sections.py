@@ -180,11 +180,34 @@ class MonitorConfig:
     log_every: int = _num(10, ge=1)
 
 
+@dataclass(frozen=True)
+class LinkConfig:
+    """Link prediction (``task: link``, `mgsparse.run.tasks.links`): ``val``/``test`` are the
+    fractions of the graph's edges held out (Kipf & Welling's 5% / 10%), each with as many
+    fixed non-edges; ``neg_ratio`` sampled non-edges per training edge, drawn anew every
+    epoch (``negatives: all`` scores every pair instead, Kipf's loss); ``seed`` fixes the split; ``undirected`` holds each edge out in both directions.
+    The encoder is the model section's, ``latent`` wide; ``decoder`` scores a pair (inner
+    product or an MLP on z_u ⊙ z_v); ``variational`` makes it a VGAE; ``hits_k`` adds Hits@K.
+    """
+
+    val: float = _num(0.05, gt=0, lt=1)
+    test: float = _num(0.10, gt=0, lt=1)
+    neg_ratio: float = _num(1.0, gt=0)
+    negatives: Literal["sampled", "all"] = "sampled"
+    seed: int = _num(0, ge=0)
+    undirected: bool = True
+    latent: int = _num(16, ge=1)
+    decoder: Literal["inner", "mlp"] = "inner"
+    variational: bool = False
+    hits_k: int | None = _num(None, ge=1)
+
+
 SECTIONS: dict[str, type] = {
     "dataset": DatasetConfig, "model": ModelConfig, "optim": OptimConfig,
     "train": TrainConfig, "sparse": SparseConfig, "sampler": SamplerConfig,
-    "monitor": MonitorConfig,
+    "monitor": MonitorConfig, "link": LinkConfig,
 }
+TASKS = ("node", "link")  # the top-level `task:` key: what a graph run predicts
 
 
 @dataclass(frozen=True)
@@ -198,10 +221,13 @@ class Config:
     sparse: SparseConfig = field(default_factory=SparseConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     monitor: MonitorConfig = field(default_factory=MonitorConfig)
+    link: LinkConfig = field(default_factory=LinkConfig)
+    task: Literal[TASKS] = "node"  # node labels (the default) or held-out edges
     source: str = field(default="<dict>", compare=False)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
-        """Every section with every key resolved (JSON-ready; `config_from_dict` inverts it)."""
-        return {name: {key: list(value) if isinstance(value, tuple) else value
+        """The task and every section with every key resolved (JSON-ready;
+        `config_from_dict` inverts it)."""
+        return {"task": self.task} | {name: {key: list(value) if isinstance(value, tuple) else value
                        for key, value in dataclasses.asdict(getattr(self, name)).items()}
                 for name in SECTIONS}
