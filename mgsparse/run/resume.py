@@ -246,8 +246,8 @@ def check_same_config(config: Config, saved: Config, out_dir: str | Path) -> Non
     naming the first key that differs."""
     if config_hash(config) == config_hash(saved):
         return
-    mine, theirs = config.to_dict(), saved.to_dict()
-    key = next(f"{s}.{k}" for s in mine for k in mine[s] if mine[s][k] != theirs[s].get(k))
+    mine, theirs = _flat(config.to_dict()), _flat(saved.to_dict())
+    key = next((k for k in {**theirs, **mine} if mine.get(k) != theirs.get(k)), "config")
     raise ConfigError(f"the checkpoint in {out_dir} was written for another config ({key}: "
                       f"{_show(theirs, key)} there, {_show(mine, key)} here); resume with "
                       "the same config, or train afresh into another --out folder")
@@ -258,6 +258,16 @@ def _plain(value: Any) -> Any:
     return value.tolist() if isinstance(value, (np.ndarray, np.generic)) else str(value)
 
 
+def _flat(config: dict) -> dict[str, Any]:
+    """``section.key -> value``; a top-level setting (``task``) stands as itself."""
+    flat: dict[str, Any] = {}
+    for name, value in config.items():
+        if isinstance(value, dict):
+            flat.update({f"{name}.{k}": v for k, v in value.items()})
+        else:
+            flat[name] = value
+    return flat
+
+
 def _show(d: dict, key: str) -> str:
-    section, _, name = key.partition(".")
-    return json.dumps(d[section].get(name))
+    return json.dumps(d.get(key))
