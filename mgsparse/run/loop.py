@@ -21,7 +21,8 @@ from mgsparse.catalog import paper_accuracy
 from mgsparse.config import Config
 from mgsparse.engine import Tensor
 from mgsparse.nn.module import Module
-from mgsparse.optim import Optimizer, clip_grad_norm_
+from mgsparse.optim import Optimizer, clip_grad_norm_, make_schedule, step_schedule
+from mgsparse.optim.schedules import Schedule
 from mgsparse.run.budget import check_epoch
 from mgsparse.run.build import build_optimizer
 from mgsparse.run.monitor import EpochMemory, MemoryReport, finite, run_nbytes, trace_step
@@ -223,7 +224,8 @@ def fit_run(config: Config, task: Task, seed: int, memory: EpochMemory,
     optimizer = build_optimizer(config.optim, model)
     run = RunResult(seed=seed)
     try:
-        _epochs(config, task, model, optimizer, run, memory, run_index, on_epoch, should_stop)
+        _epochs(config, task, model, optimizer, run, memory, run_index, on_epoch, should_stop,
+                _schedule(config, task, optimizer))
     except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: the epoch is abandoned mid-way
         run.status, run.message = "aborted", f"run {run_index} (seed {seed}) aborted"
     _finish(run, model, task)
@@ -232,8 +234,9 @@ def fit_run(config: Config, task: Task, seed: int, memory: EpochMemory,
 
 def _epochs(config: Config, task: Task, model: Module, optimizer: Optimizer, run: RunResult,
             memory: EpochMemory, run_index: int, on_epoch: EpochCallback | None,
-            should_stop: StopFn | None) -> None:
-    """The epochs of one run, recorded into `run` as they finish."""
+            should_stop: StopFn | None, schedule: Schedule | None = None) -> None:
+    """The epochs of one run, recorded into `run` as they finish; `schedule` sets the next
+    epoch's rate after each one."""
     shuffle, clip = shuffle_generator(run.seed), config.train.grad_clip_norm
     patience, budget = config.train.patience, task.memory_budget()
     for epoch in range(1, config.train.epochs + 1):
@@ -261,6 +264,7 @@ def _epochs(config: Config, task: Task, model: Module, optimizer: Optimizer, run
             run.status, run.message = "diverged", _diverged(run_index, run.seed, row)
         else:
             _keep_if_best(run, model, task.metrics, row)  # an over-budget epoch counts too
+            step_schedule(schedule, row.scores[task.metrics.select])
             if event is not None and event.operand is None:
                 run.status, run.message = "over_budget", f"run {run_index}: {event.message}"
         if on_epoch is not None:
@@ -273,6 +277,15 @@ def _epochs(config: Config, task: Task, model: Module, optimizer: Optimizer, run
         if should_stop is not None and should_stop():
             run.status = "interrupted"
             return
+
+
+def _schedule(config: Config, task: Task, optimizer: Optimizer) -> Schedule | None:
+    """`optim.schedule` over this run's optimizer (None: a constant rate). A plateau
+    schedule watches the selection column in its metric's direction (an accuracy: "max")."""
+    o, metrics = config.optim, task.metrics
+    mode = "max" if metrics.metric(metrics.select).higher_is_better else "min"
+    return make_schedule(o.schedule, optimizer, config.train.epochs, o.step_size, o.gamma,
+                         o.warmup, o.min_lr, o.plateau_patience, mode)
 
 
 def _keep_if_best(run: RunResult, model: Module, metrics: TaskMetrics, row: EpochRow) -> None:
