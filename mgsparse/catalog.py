@@ -113,6 +113,8 @@ POINT_DATASETS: tuple[str, ...] = tuple(n for n, d in DATASETS.items() if d.kind
 PLANETOID_DATASETS: tuple[str, ...] = tuple(n for n, d in DATASETS.items()
                                             if d.source == "planetoid")
 MODEL_KINDS: tuple[str, ...] = tuple(MODELS)
+# the kinds whose layers `mgsparse.nn.graphnet.GraphClassifier` stacks for sets of graphs
+GRAPH_CLASSIFIER_KINDS: tuple[str, ...] = ("gin", "gcn", "sage", "gat")
 
 
 def paper_accuracy(model_kind: str, dataset: str) -> float | None:

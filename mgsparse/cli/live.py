@@ -24,13 +24,15 @@ MAX_ROWS = 20  # older rows scroll away; the summary keeps what matters
 DROP_ORDER = ("X nnz", "Â nnz", "peak", "‖g‖", "MB", "ms")
 
 
-def columns(metrics: TaskMetrics) -> tuple[str, ...]:
+def columns(metrics: TaskMetrics, lr: bool = False) -> tuple[str, ...]:
+    """The live table's headers; `lr`: a schedule moves the learning rate, shown after ‖g‖."""
     return ("run", "epoch", "loss", *(metrics.metric(c).short for c in metrics.live), "‖g‖",
-            "Â nnz", "X nnz", "MB", "peak", "ms")
+            *("lr",) * lr, "Â nnz", "X nnz", "MB", "peak", "ms")
 
 
-def caption(metrics: TaskMetrics) -> str:
-    return " · ".join(part for part in (metrics.legend, CAPTION_REST) if part)
+def caption(metrics: TaskMetrics, lr: bool = False) -> str:
+    schedule = "lr: the epoch's learning rate" if lr else ""
+    return " · ".join(part for part in (metrics.legend, schedule, CAPTION_REST) if part)
 
 
 COLUMNS, CAPTION = columns(ACCURACY_METRICS), caption(ACCURACY_METRICS)  # classification's
@@ -44,8 +46,10 @@ class TrainDisplay:
         self.enabled = enabled
         self.config = config
         self.metrics = metrics
+        self.lr = config.optim.schedule != "none"  # a column only when a schedule moves it
         self.log_every = config.monitor.log_every
-        self.total = config.train.epochs * config.train.runs
+        self.runs = config.train.folds or config.train.runs  # k-fold: one run per fold
+        self.total = config.train.epochs * self.runs
         self.ratios = tuple(f"{densities[k]:.2%}" if k in densities else "-"
                             for k in ("adjacency", "features"))
         self.rows: list[tuple[str, ...]] = []
@@ -78,11 +82,11 @@ class TrainDisplay:
         columns the width left out), the sampling line and the progress bar."""
         parts: list = [self.table(shown, rows)]
         if with_caption:
-            hidden = [c for c in columns(self.metrics) if c not in shown and c != "run"]
+            hidden = [c for c in columns(self.metrics, self.lr) if c not in shown and c != "run"]
             ratios = (f" (Â nnz {self.ratios[0]}, X nnz {self.ratios[1]})"
                       if {"Â nnz", "X nnz"} & set(hidden) else "")
             note = f" · not shown at this width: {', '.join(hidden)}{ratios}" if hidden else ""
-            parts.append(Text(caption(self.metrics) + note, style="dim"))
+            parts.append(Text(caption(self.metrics, self.lr) + note, style="dim"))
         if self.sampling:
             parts.append(Text(self.sampling))
         return Group(*parts, self.progress)
@@ -91,9 +95,10 @@ class TrainDisplay:
         table = Table(title=f"{self.config.model.kind.upper()} on {self.config.dataset.name}",
                       title_justify="left",
                       box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False)
-        every = columns(self.metrics)
+        every = columns(self.metrics, self.lr)
         keep = [every.index(col) for col in shown]
-        for col in shown:
+        for col in shown:  # k-fold: run i is fold i
+            col = "fold" if col == "run" and self.config.train.folds else col
             table.add_column(col, justify="right", no_wrap=True)
         for row in self.rows[len(self.rows) - rows:] if rows else ():
             table.add_row(*(row[i] for i in keep))
@@ -102,7 +107,8 @@ class TrainDisplay:
     def shown_columns(self, console: Console, options: ConsoleOptions) -> tuple[str, ...]:
         """The columns whose cells all fit the width whole: the run column only when there
         are runs, then columns left out in `DROP_ORDER` until the table's widest row fits."""
-        shown = [c for c in columns(self.metrics) if c != "run" or self.config.train.runs > 1]
+        shown = [c for c in columns(self.metrics, self.lr)
+                 if c != "run" or self.runs > 1]
         rows, unbounded = min(MAX_ROWS, len(self.rows)), options.update_width(10**6)
         for dropped in (None, *DROP_ORDER):
             if dropped in shown:
@@ -129,8 +135,10 @@ class TrainDisplay:
                                  f"{stats.sampled_nodes:,.0f}")
             scores = (self.metrics.metric(c).format(row.scores[c], digits=1)
                       for c in self.metrics.live)
+            lr = (f"{row.lr:.3g}",) if self.lr else ()
             self.rows.append((str(run_index), str(row.epoch), f"{row.loss:.4f}", *scores,
-                              f"{row.grad_norm:.3f}", *self.ratios, *mem, f"{stats.epoch_ms:.1f}"))
+                              f"{row.grad_norm:.3f}", *lr, *self.ratios, *mem,
+                              f"{stats.epoch_ms:.1f}"))
             self.live.update(self._render())
 
 

@@ -24,8 +24,8 @@ import numpy as np
 from mgsparse.bench.sweep import FIT_MIN_NNZ, SweepResult
 from mgsparse.cli.outputs import PICTURES, make_parents, remove_empty
 from mgsparse.errors import ConfigError, DataError, MgsparseError
-from mgsparse.run.loop import RunResult, TrainResult
 from mgsparse.run.monitor import MB
+from mgsparse.run.results import RunResult, TrainResult
 from mgsparse.run.task import Task, TaskMetrics
 from mgsparse.run.tasks.points import PointTask
 
@@ -156,8 +156,9 @@ def _draw_embedding(ax: Any, task: Any, hidden: np.ndarray, run: RunResult,
         mask = labelled & (task.y == c)
         ax.scatter(*points[mask].T, s=4, color=COLORS[c % len(COLORS)], label=f"class {c}")
     ax.scatter(*points[~labelled].T, s=4, color="lightgrey", label="no label")
+    what = getattr(task, "embedding_name", "last hidden layer")  # a link task's: Z
     ax.set(xlabel="PC 1", ylabel="PC 2",
-           title=f"last hidden layer (PCA), seed {run.seed}: {_headline(metrics, run)}")
+           title=f"{what} (PCA), seed {run.seed}: {_headline(metrics, run)}")
     ax.legend(loc="best", fontsize="x-small", markerscale=3)
 
 

@@ -67,6 +67,9 @@ def summary_table(result: TrainResult) -> Table:
     table.add_row("runs", f"{s.runs} (seeds {cfg.train.seed}..{last_seed})")
     for label, value in summary_rows(result.metrics, s.scores, s.runs, s.paper_test_acc):
         table.add_row(label, value)
+    for column, values in s.folds.items():  # k-fold: every fold's figure
+        m = result.metrics.metric(column)
+        table.add_row(f"{m.label} per fold", ", ".join(m.format(v, digits=1) for v in values))
     table.add_row("best epoch", ", ".join(map(str, s.best_epochs[:10])) or "-")
     table.add_row("epoch time (median)", f"{s.epoch_time_ms_median:.2f} ms")
     table.add_row("total training time", f"{s.total_time_s:.2f} s")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Iterator, Optional
 
 import typer
 
@@ -33,6 +33,7 @@ from mgsparse.run import (
     metrics_dict,
     write_outputs,
 )
+from mgsparse.run.resume import FullCheckpoints, check_same_config, read_checkpoint
 from mgsparse.run.tasks.partitioned import DistributedGraphTask, PartitionedRun
 
 EXIT_INTERRUPTED = 130  # the shell's convention for a run ended by SIGINT
@@ -98,19 +99,26 @@ def _downloads(silent: bool):
 
 
 def train(
-    config_path: Path = typer.Argument(..., metavar="CONFIG", help="YAML config, e.g. configs/cora.yaml"),
+    config_path: Path | None = typer.Argument(
+        None, metavar="[CONFIG]", help="YAML config, e.g. configs/cora.yaml (--resume: optional)"),
     set_: list[str] = typer.Option([], "--set", help="Override a key: --set optim.lr=0.005 (repeatable)"),
-    runs: Optional[int] = typer.Option(None, "--runs", help="Repeat with seeds seed..seed+N-1"),
-    epochs: Optional[int] = typer.Option(None, "--epochs", help="Override train.epochs"),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Write metrics.json and parameters here"),
+    runs: int | None = typer.Option(None, "--runs", help="Repeat with seeds seed..seed+N-1"),
+    epochs: int | None = typer.Option(None, "--epochs", help="Override train.epochs"),
+    folds: int | None = typer.Option(
+        None, "--folds", help="Graph classification: stratified k-fold cross-validation, one "
+        "model per fold, the test folds' accuracy as mean ± std (train.folds)"),
+    out_dir: Path | None = typer.Option(None, "--out", help="Write metrics.json and parameters here"),
     memory_report: bool = typer.Option(False, "--memory-report", help="End with where the memory went"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live display, only the summary"),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout"),
-    plot: Optional[Path] = typer.Option(
+    plot: Path | None = typer.Option(
         None, "--plot", help="Save the run's pictures (.png, .svg or .pdf; needs matplotlib)"),
-    partitions: Optional[Path] = typer.Option(
+    partitions: Path | None = typer.Option(
         None, "--partitions", help="Train over MPI on the parts `mgsparse partition` wrote: "
         "mpiexec -n K mgsparse train CONFIG --partitions DIR"),
+    resume: Path | None = typer.Option(
+        None, "--resume", help="Continue the stopped run in DIR from its full checkpoint "
+        "(bitwise the run that never stopped)", metavar="DIR"),
 ) -> None:
     """Train a GNN from a YAML config, with a live table of loss, accuracy, gradient norm and memory."""
     from mgsparse.cli import plots  # matplotlib itself is imported only when a picture is drawn
@@ -118,20 +126,25 @@ def train(
     overrides = list(set_)
     overrides += [f"train.runs={runs}"] if runs is not None else []
     overrides += [f"train.epochs={epochs}"] if epochs is not None else []
+    overrides += [f"train.folds={folds}"] if folds is not None else []
     try:
-        config = load_config(config_path, overrides)
+        config, checkpoints, out_dir = _config_and_checkpoints(config_path, overrides, out_dir,
+                                                               resume)
         _check_outputs(out_dir, plot, config.train.runs)
         writer = _Writer(out_dir)
         if partitions is not None:
-            _refuse_for_partitions(plot, memory_report)
+            _refuse_for_partitions(plot, memory_report, resume)
             return _train_partitioned(config, partitions, writer, quiet or as_json, as_json)
         with _downloads(quiet or as_json) as progress:
             task = make_task(config, progress)
         for event in task.budget_events:
             warn(event.message)
+        if checkpoints is not None and resume is None:
+            checkpoints.discard()  # an older series' checkpoint is not this run's
         display = TrainDisplay(config, task.densities, not (quiet or as_json), task.metrics)
         with _signals_end_epoch() as signals:
-            result, aborted = _fit(config, task, display, signals, writer)
+            result, aborted = _fit(config, task, display, signals, writer, checkpoints)
+            _end_checkpoints(checkpoints, result, aborted)
             if memory_report:
                 result.memory_report = measure_memory(config, task)
             writer(result)
@@ -145,8 +158,44 @@ def train(
         fail(e)
 
 
-def _refuse_for_partitions(plot: Path | None, memory_report: bool) -> None:
+def _config_and_checkpoints(config_path: Path | None, overrides: list[str],
+                            out_dir: Path | None, resume: Path | None):
+    """(config, full checkpoints or None, run folder). A fresh run with --out checkpoints into
+    it; --resume DIR continues DIR's checkpoint, with its saved config or CONFIG if given
+    (which must be the same config)."""
+    if resume is None:
+        if config_path is None:
+            raise ConfigError("missing CONFIG: mgsparse train CONFIG (or --resume DIR)")
+        config = load_config(config_path, overrides)
+        return config, (FullCheckpoints(out_dir, config) if out_dir else None), out_dir
+    if out_dir is not None and out_dir.resolve() != resume.resolve():
+        raise ConfigError(f"--resume {resume} writes into {resume}; drop --out {out_dir}")
+    saved_config, saved = read_checkpoint(resume)
+    if config_path is None and overrides:
+        raise ConfigError("--set, --epochs and --runs would change the saved config; "
+                          "--resume DIR continues it as it was")
+    config = saved_config if config_path is None else load_config(config_path, overrides)
+    check_same_config(config, saved_config, resume)
+    return config, FullCheckpoints(resume, config, saved), resume
+
+
+def _end_checkpoints(checkpoints: FullCheckpoints | None, result, aborted: bool) -> None:
+    """A series that was not stopped needs no checkpoint any more; one that failed to write
+    is said once."""
+    if checkpoints is None:
+        return
+    if checkpoints.error is not None:
+        warn(f"{checkpoints.error} (the run cannot be resumed from it)")
+    elif not (result.interrupted or aborted):
+        checkpoints.discard()
+
+
+def _refuse_for_partitions(plot: Path | None, memory_report: bool,
+                           resume: Path | None = None) -> None:
     """Options a partitioned run would otherwise drop silently."""
+    if resume is not None:
+        raise ConfigError("--resume continues a run of one process; a partitioned run "
+                          "(--partitions) keeps no full checkpoint")
     if plot:
         raise ConfigError("--plot is not available with --partitions: its pictures need the "
                           "whole graph's embedding, which no rank holds")
@@ -155,14 +204,16 @@ def _refuse_for_partitions(plot: Path | None, memory_report: bool) -> None:
                           "a single process's operands")
 
 
-def _fit(config, task, display: TrainDisplay, signals: _Signals, writer: _Writer):
+def _fit(config, task, display: TrainDisplay, signals: _Signals, writer: _Writer,
+         checkpoints: FullCheckpoints | None = None):
     """`fit` under the signal rules: (result, aborted). An abort that lands outside an epoch
     (while a finished run is re-evaluated, between runs) escapes `fit`; the runs the writer
     already has are then the result, and before any, one line says nothing was saved."""
     try:
         with display:
             result = fit(config, task, on_epoch=display.on_epoch,
-                         on_run_end=signals.shield(writer), should_stop=signals.should_stop)
+                         on_run_end=signals.shield(writer), should_stop=signals.should_stop,
+                         checkpoints=checkpoints)
         aborted = False
     except KeyboardInterrupt:
         if writer.last is None:
@@ -211,7 +262,7 @@ class _Writer:
     """Writes the run folder after every run; a failure (a full disk, a folder removed
     mid-run) is kept, not raised, so training goes on and the summary is still printed."""
 
-    def __init__(self, out_dir: Optional[Path]):
+    def __init__(self, out_dir: Path | None):
         self.out_dir, self.error, self.last = out_dir, None, None
 
     def __call__(self, result) -> None:

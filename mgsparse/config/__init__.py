@@ -20,7 +20,7 @@ import os
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from mgsparse.config.check import (
     check_combination,
@@ -32,8 +32,10 @@ from mgsparse.config.check import (
 from mgsparse.config.sections import (
     FILE_KEYS,
     SECTIONS,
+    TASKS,
     Config,
     DatasetConfig,
+    LinkConfig,
     ModelConfig,
     MonitorConfig,
     OptimConfig,
@@ -45,9 +47,9 @@ from mgsparse.config.yaml import Where, parse_value, parse_yaml
 from mgsparse.errors import ConfigError
 
 __all__ = [
-    "FILE_KEYS", "SECTIONS", "Config", "DatasetConfig", "ModelConfig", "MonitorConfig",
-    "OptimConfig", "SamplerConfig", "SparseConfig", "TrainConfig", "config_from_dict",
-    "load_config", "no_receptive_field",
+    "FILE_KEYS", "SECTIONS", "TASKS", "Config", "DatasetConfig", "LinkConfig", "ModelConfig",
+    "MonitorConfig", "OptimConfig", "SamplerConfig", "SparseConfig", "TrainConfig",
+    "config_from_dict", "load_config", "no_receptive_field",
 ]
 
 
@@ -97,8 +99,11 @@ def _apply_override(data: dict, text: str, where: Where) -> None:
     dotted, sep, raw_value = text.partition("=")
     dotted = dotted.strip()
     origin = f"--set {text}"
-    if not sep or dotted.count(".") != 1:
+    if not sep or (dotted.count(".") != 1 and dotted != "task"):
         raise ConfigError(f"{origin}: expected section.key=value, e.g. --set optim.lr=0.005")
+    if dotted == "task":  # the one top-level key
+        data["task"], where.overrides[("task",)] = parse_value(raw_value, origin), origin
+        return
     section, key = dotted.split(".")
     if section not in SECTIONS:
         raise _unknown("section", section, list(SECTIONS), origin)
@@ -113,6 +118,14 @@ def _apply_override(data: dict, text: str, where: Where) -> None:
         where.overrides[(section, key)] = origin
 
 
+def _task(value: Any, where: Where) -> str:
+    """The top-level ``task:`` key, one of `TASKS` (node classification when absent)."""
+    try:
+        return check_value(value, Literal[TASKS], {}, "task")
+    except ConfigError as err:
+        raise ConfigError(f"{where(('task',))}: {err}") from None
+
+
 # ---------------------------------------------------------------- public entry points
 
 def _build(data: Any, where: Where, overrides: Sequence[str]) -> Config:
@@ -125,13 +138,14 @@ def _build(data: Any, where: Where, overrides: Sequence[str]) -> Config:
             for name, body in data.items()}
     for text in overrides:
         _apply_override(data, text, where)
+    task = _task(data.pop("task", "node"), where)
     for name in data:
         if name not in SECTIONS:
             raise _unknown("section", name, list(SECTIONS), where((name,)))
     ordered = list(data) + [name for name in SECTIONS if name not in data]
     built = {name: _build_section(SECTIONS[name], name, data.get(name), where)
              for name in ordered}
-    config = Config(**built, source=where.source)
+    config = Config(**built, task=task, source=where.source)
     check_combination(config, where)
     return config
 

@@ -18,7 +18,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from mgsparse.catalog import DATASETS, MODELS, is_points
+from mgsparse.catalog import DATASETS, GRAPH_CLASSIFIER_KINDS, MODELS, is_graphset, is_points
 from mgsparse.config.sections import FILE_KEYS, Config, DatasetConfig, ModelConfig, OptimConfig
 from mgsparse.config.yaml import Where
 from mgsparse.errors import ConfigError
@@ -152,8 +152,11 @@ def check_combination(config: Config, where: Where) -> None:
     if config.train.receptive_field is True and not is_points(config.dataset.name):
         _check_receptive_field(config.model, _sampled(config), where)
     _check_loss(config, where)
+    _check_graph_classification(config, where)
     _check_schedule(config, where)
     _check_unread(config, where)
+    if config.task == "link":
+        _check_link(config, where)
 
 
 def _graphless() -> list[str]:
@@ -163,7 +166,8 @@ def _graphless() -> list[str]:
 
 def _sampled(config: Config) -> bool:
     """A graph run on neighbour-sampled mini-batches (point clouds batch without sampling)."""
-    return config.train.batch_size is not None and not is_points(config.dataset.name)
+    name = config.dataset.name
+    return config.train.batch_size is not None and not (is_points(name) or is_graphset(name))
 
 
 def _check_data(config: Config, where: Where) -> None:
@@ -271,6 +275,24 @@ def _check_receptive_field(model: ModelConfig, sampled: bool, where: Where) -> N
                           f"true cannot apply: {why} (use auto or false)")
 
 
+def _check_graph_classification(config: Config, where: Where) -> None:
+    """k-fold runs classify sets of graphs, one model per fold; a set of graphs needs a
+    model with a graph classifier's shape."""
+    data, train, kind = config.dataset, config.train, config.model.kind
+    if train.folds is not None and not is_graphset(data.name):
+        raise ConfigError(f"{where(('train', 'folds'))}: train.folds (k-fold cross-validation) "
+                          f"is for sets of graphs (graph classification); dataset "
+                          f"{data.name!r} is not one")
+    if train.folds is not None and train.runs > 1:
+        raise ConfigError(f"{where(('train', 'runs'))}: train.runs {train.runs} with "
+                          f"train.folds {train.folds}: a k-fold run trains one model per "
+                          f"fold (set runs: 1)")
+    if is_graphset(data.name) and kind not in GRAPH_CLASSIFIER_KINDS:
+        raise ConfigError(f"{where(('model', 'kind'))}: model.kind {kind!r} has no graph "
+                          f"classifier for dataset {data.name!r}; use one of "
+                          f"{', '.join(GRAPH_CLASSIFIER_KINDS)}")
+
+
 def _check_schedule(config: Config, where: Where) -> None:
     """Warmup belongs to the cosine schedule and fits in the run; a floor is below the rate."""
     o, epochs = config.optim, config.train.epochs
@@ -318,3 +340,30 @@ def _yaml(value: Any) -> str:
 
 _DEFAULTS = {section: {f.name: f.default for f in dataclasses.fields(cls)}
              for section, cls in (("model", ModelConfig), ("optim", OptimConfig))}
+
+
+def _check_link(config: Config, where: Where) -> None:
+    """Link prediction (`task: link`) holds edges out of one graph, full batch: the split must
+    leave edges to train on, an undirected split needs an undirected graph, and a VGAE needs
+    a body below its two heads."""
+    data, link = config.dataset, config.link
+    if is_points(data.name) or is_graphset(data.name):
+        raise ConfigError(f"{where(('task',))}: task: link predicts the edges of one graph; "
+                          f"dataset {data.name!r} is not one")
+    if link.val + link.test >= 1:
+        raise ConfigError(f"{where(('link', 'test'))}: link.val + link.test must be < 1 (got "
+                          f"{link.val:g} + {link.test:g}): no edge would be left to train on")
+    if data.directed and link.undirected:
+        raise ConfigError(f"{where(('link', 'undirected'))}: dataset.directed: true keeps "
+                          f"edges one-way, so they cannot be held out in both directions; "
+                          f"set link.undirected: false")
+    if config.train.batch_size is not None:
+        raise ConfigError(f"{where(('train', 'batch_size'))}: task: link trains full batch "
+                          f"(sampled pairs are designed, not built); set batch_size: null")
+    if link.negatives == "all" and link.decoder != "inner":
+        raise ConfigError(f"{where(('link', 'negatives'))}: link.negatives: all scores every "
+                          f"pair as Z·Zᵀ, the inner-product decoder (set link.decoder: inner)")
+    if link.variational and config.model.layers < 2:
+        raise ConfigError(f"{where(('model', 'layers'))}: link.variational needs model.layers "
+                          f">= 2 (a body, then the μ and log σ layers), got "
+                          f"{config.model.layers}")

@@ -81,6 +81,7 @@ class ModelConfig:
     learn_edge_weight: bool = False
     normalize: bool = False
     train_eps: bool = False  # gin: learn ε (GIN-ε) instead of the fixed 0 (GIN-0)
+    readout: Literal["sum", "mean", "max"] = "sum"  # graph classification: nodes -> graph
     head: Literal["softmax", "sigmoid"] = "softmax"  # sigmoid: point clouds only
     keyed_dropout: bool = False  # masks hashed from node ids: the masks a partitioned run draws
     residual: bool = False  # h + layer(h) where a layer keeps the width
@@ -132,6 +133,17 @@ class TrainConfig:
     # full batch computed on the rows the loss and scores read, and their neighbourhoods
     # (run/field.py); "auto": when that is at most half the graph
     receptive_field: bool | Literal["auto"] = "auto"
+    # a full checkpoint (for `mgsparse train --resume`) every N epochs; null: only when a run
+    # is stopped (Ctrl-C, SIGTERM). Written with --out only.
+    checkpoint_every: int | None = _num(None, ge=1)
+    # the validation metric that picks the best epoch: loss, acc, or any the task declares
+    # (f1, auc with train.metrics); null: the task's own (classification: loss)
+    select: str | None = None
+    min_delta: float = _num(0.0, ge=0)  # a better epoch must beat the best by more than this
+    metrics: tuple[Literal["f1", "auc"], ...] | None = None  # node classification: extra scores
+    # graph classification: stratified k-fold cross-validation, one run per fold (null: a
+    # stratified 80/10/10 split)
+    folds: int | None = _num(None, ge=2)
 
 
 @dataclass(frozen=True)
@@ -171,11 +183,34 @@ class MonitorConfig:
     log_every: int = _num(10, ge=1)
 
 
+@dataclass(frozen=True)
+class LinkConfig:
+    """Link prediction (``task: link``, `mgsparse.run.tasks.links`): ``val``/``test`` are the
+    fractions of the graph's edges held out (Kipf & Welling's 5% / 10%), each with as many
+    fixed non-edges; ``neg_ratio`` sampled non-edges per training edge, drawn anew every
+    epoch (``negatives: all`` scores every pair instead, Kipf's loss); ``seed`` fixes the split; ``undirected`` holds each edge out in both directions.
+    The encoder is the model section's, ``latent`` wide; ``decoder`` scores a pair (inner
+    product or an MLP on z_u ⊙ z_v); ``variational`` makes it a VGAE; ``hits_k`` adds Hits@K.
+    """
+
+    val: float = _num(0.05, gt=0, lt=1)
+    test: float = _num(0.10, gt=0, lt=1)
+    neg_ratio: float = _num(1.0, gt=0)
+    negatives: Literal["sampled", "all"] = "sampled"
+    seed: int = _num(0, ge=0)
+    undirected: bool = True
+    latent: int = _num(16, ge=1)
+    decoder: Literal["inner", "mlp"] = "inner"
+    variational: bool = False
+    hits_k: int | None = _num(None, ge=1)
+
+
 SECTIONS: dict[str, type] = {
     "dataset": DatasetConfig, "model": ModelConfig, "optim": OptimConfig,
     "train": TrainConfig, "sparse": SparseConfig, "sampler": SamplerConfig,
-    "monitor": MonitorConfig,
+    "monitor": MonitorConfig, "link": LinkConfig,
 }
+TASKS = ("node", "link")  # the top-level `task:` key: what a graph run predicts
 
 
 @dataclass(frozen=True)
@@ -189,10 +224,13 @@ class Config:
     sparse: SparseConfig = field(default_factory=SparseConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     monitor: MonitorConfig = field(default_factory=MonitorConfig)
+    link: LinkConfig = field(default_factory=LinkConfig)
+    task: Literal[TASKS] = "node"  # node labels (the default) or held-out edges
     source: str = field(default="<dict>", compare=False)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
-        """Every section with every key resolved (JSON-ready; `config_from_dict` inverts it)."""
-        return {name: {key: list(value) if isinstance(value, tuple) else value
+        """The task and every section with every key resolved (JSON-ready;
+        `config_from_dict` inverts it)."""
+        return {"task": self.task} | {name: {key: list(value) if isinstance(value, tuple) else value
                        for key, value in dataclasses.asdict(getattr(self, name)).items()}
                 for name in SECTIONS}

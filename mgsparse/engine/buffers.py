@@ -7,9 +7,9 @@ context holds it any more, so a buffer is never written while something can stil
 
 The pool holds flat byte buffers, not arrays of one shape, and lends the first n bytes of a
 free buffer of capacity ≥ n as an array of the shape asked for. Sampled training asks for a
-new shape every batch: a pool keyed by shape kept one array per shape ever seen (a 20,000-node
-run grew by 270 MB in 24 epochs). Here the buffers number at most the outputs alive at once
-(bounded by `max_arrays`), each as large as the largest request it served: a buffer too small
+new shape every batch: a pool keyed by shape kept one array per shape ever seen, so a sampled
+run's held memory grew epoch after epoch. Here the buffers number at most the outputs alive at
+once (bounded by `max_arrays`), each as large as the largest request it served: a buffer too small
 for a request is replaced by one `GROWTH` times larger, so a sequence of slowly growing
 batches reallocates O(log(max/min)) times, and a full batch (one shape) allocates exactly its
 size once and reuses it every epoch, as before.

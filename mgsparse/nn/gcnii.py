@@ -13,9 +13,9 @@ Memory: Â stays a `SparseTensor` (Cora: 13,264 stored values, never densified, 
 it would be 29 MB), and the mixing matrix (1 − β) I + β W is formed once per layer at (F, F)
 instead of mixing (N, F) rows twice. What remains is the (N, F) intermediates each layer keeps
 for the backward (dropout, Â H, the two scaled terms, their sum, the product, the
-activation): on Cora with 64 layers of 64, one training step's traced peak is 315 MB and it
-takes 0.45-1 s on one loaded core (`configs/cora-gcnii.yaml`, float32, tracemalloc around
-one optimizer step).
+activation): on Cora with 64 layers of 64, held memory plus one training step's traced peak
+is 343.70 MB (`mgsparse train configs/cora-gcnii.yaml --memory-report --set train.epochs=3`,
+float32; the budget's estimate: 311.75 MB).
 
 No block form: 64 layers reach the whole graph anyway (`nn.block.block_support`).
 """

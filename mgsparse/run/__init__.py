@@ -9,19 +9,10 @@ from mgsparse.run.build import build_model, build_optimizer
 from mgsparse.run.checkpoint import metrics_dict, output_dir, read_metrics, write_outputs
 from mgsparse.run.evaluate import SavedRunScores, evaluate_saved
 from mgsparse.run.kinds import make_task
-from mgsparse.run.loop import (
-    EpochRow,
-    EpochStats,
-    RunResult,
-    Summary,
-    TrainResult,
-    first_step_loss,
-    fit,
-    measure_memory,
-    train_epoch,
-)
+from mgsparse.run.loop import first_step_loss, fit, measure_memory, train_epoch
 from mgsparse.run.monitor import EpochMemory, MemoryReport
 from mgsparse.run.placed import PlacedGraph, load_graph
+from mgsparse.run.results import EpochRow, EpochStats, RunResult, Summary, TrainResult
 from mgsparse.run.task import Scores, Task
 from mgsparse.run.tasks.nodes import GraphTask
 from mgsparse.run.tasks.points import PointTask

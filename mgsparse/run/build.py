@@ -15,7 +15,8 @@ from mgsparse.catalog import MODELS
 from mgsparse.config import ModelConfig, OptimConfig
 from mgsparse.errors import MemoryBudgetError
 from mgsparse.nn.module import Module
-from mgsparse.optim import SGD, Adam, AdamW, Optimizer
+from mgsparse.optim import SGD, Adam, AdamW, Optimizer, make_schedule
+from mgsparse.optim.schedules import Schedule
 
 
 def build_model(m: ModelConfig, num_features: int, num_outputs: int, rng: np.random.Generator,
@@ -61,3 +62,12 @@ def build_optimizer(o: OptimConfig, model: Module) -> Optimizer:
     if o.name == "adam":
         return Adam(groups, lr=o.lr, betas=tuple(o.betas))
     return AdamW(groups, lr=o.lr, betas=tuple(o.betas))
+
+
+def build_schedule(o: OptimConfig, optimizer: Optimizer, epochs: int,
+                   maximize: bool = False) -> Schedule | None:
+    """The run's learning-rate schedule (`optim.schedule`; None: a constant rate). A plateau
+    watches the selection column: `maximize` when a higher value is better (an accuracy)."""
+    return make_schedule(o.schedule, optimizer, epochs, step_size=o.step_size, gamma=o.gamma,
+                         warmup=o.warmup, min_lr=o.min_lr, patience=o.plateau_patience,
+                         mode="max" if maximize else "min")

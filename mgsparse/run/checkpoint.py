@@ -25,17 +25,18 @@ import scipy
 import mgsparse
 from mgsparse.data.atomic import atomic_write
 from mgsparse.errors import DataError
-from mgsparse.run.loop import EpochStats, TrainResult
+from mgsparse.run.results import EpochStats, TrainResult
 from mgsparse.run.task import ACCURACY_METRICS, TaskMetrics
 
 METRICS = "metrics.json"
 EPOCHS_CSV = "epochs.csv"
 
 
-def epoch_columns(metrics: TaskMetrics) -> tuple[str, ...]:
+def epoch_columns(metrics: TaskMetrics, lr: bool = False) -> tuple[str, ...]:
     """epochs.csv's header: run, seed, epoch, loss, the task's score columns in declared
-    order, grad_norm, then the machine's figures (step_ms, epoch_ms, memory, batches)."""
-    return ("run", "seed", "epoch", "loss", *metrics.names, "grad_norm",
+    order, grad_norm, the learning rate (`lr`: with a schedule), then the machine's figures
+    (step_ms, epoch_ms, memory, batches)."""
+    return ("run", "seed", "epoch", "loss", *metrics.names, "grad_norm", *("lr",) * lr,
             *(f.name for f in dataclasses.fields(EpochStats) if f.name != "epoch"))
 
 
@@ -61,7 +62,8 @@ def metrics_dict(result: TrainResult) -> dict[str, Any]:
     runs = []
     for i, r in enumerate(result.runs):
         runs.append({
-            "run": i, "seed": r.seed, "status": r.status, "message": r.message,
+            "run": i, **({"fold": i} if result.config.train.folds else {}),
+            "seed": r.seed, "status": r.status, "message": r.message,
             "best_epoch": r.best_epoch,
             **{c: r.scores.get(c, 0.0) for c in result.metrics.per_run},
             "params": f"params_run{i}.npz" if r.state else None,
@@ -79,7 +81,8 @@ def metrics_dict(result: TrainResult) -> dict[str, Any]:
 def epochs_csv(result: TrainResult) -> str:
     """One line per epoch of every run: the live table's figures, for tools that read CSV."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=epoch_columns(result.metrics),
+    scheduled = result.config.optim.schedule != "none"
+    writer = csv.DictWriter(buffer, fieldnames=epoch_columns(result.metrics, scheduled),
                             lineterminator="\n")
     writer.writeheader()
     for i, r in enumerate(result.runs):

@@ -37,6 +37,7 @@ def evaluate_saved(out_dir: str | Path, progress: Progress | None = None) -> lis
     rows = []
     for run in saved:
         state = read_params(out_dir, run["params"])
+        task.begin_run(run["run"])  # its own fold's splits
         try:
             model = task.restore(state)
         except MgsparseError as e:  # keys or shapes that are not this config's model

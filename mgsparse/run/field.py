@@ -18,11 +18,13 @@ bitwise the same run.
 
 With ``train.receptive_field: auto`` a field is used when the rows it is for (the training
 rows; the rows any score reads) are at most `AUTO_FRACTION` of the graph. On Cora the
-training field (140 <- 644 <- 1,664 of 2,708 rows) takes an epoch from 2.1 to 1.6 ms when
-epochs follow each other (`mgsparse train configs/cora.yaml`; less when every epoch starts
-on cold caches, as in benchmarks/compare_pyg.py), and a scoring field (1,640 <- 2,541 <-
-2,668) gains nothing; on a 1,000,000-node graph with 100 labels compare_pyg measures an
-epoch of 1.5-2.3 s on the whole graph and 11-13 ms on the fields. The input rows a
+training field (140 <- 644 <- 1,664 of 2,708 rows) shrinks the dense step most: over four
+runs of `mgsparse bench --dense-vs-sparse --dataset cora` on a loaded 2-core machine, the
+dense step took 75-144 ms on the whole graph and 12-36 ms on the field, while the sparse
+step's gain (1.2-8.2 ms against 0.7-1.8 ms) was within the load's noise. A scoring field
+(1,640 <- 2,541 <- 2,668) gains nothing; on a 1,000,000-node graph with 100 labels the
+fields read a small fraction of the graph (`benchmarks/compare_pyg.py --graph synthetic
+--nodes 1000000` times both where torch_geometric is installed). The input rows a
 field reads are gathered once and kept: memory of at most the features' size, bought for
 never gathering or dropping out the other rows again. When the fields serve both training
 and scores, the task builds the whole graph's Â only if something asks for it.

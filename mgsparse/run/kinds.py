@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from mgsparse.catalog import is_points
+from mgsparse.catalog import is_graphset, is_points
 from mgsparse.config import Config
+from mgsparse.errors import ConfigError
 from mgsparse.run.budget import budget_bytes, fit_within_budget
 from mgsparse.run.placed import load_graph
-from mgsparse.run.task import Progress, Task
+from mgsparse.run.task import Progress, Task, selecting
+from mgsparse.run.tasks.graphs import GraphClassificationTask
+from mgsparse.run.tasks.links import LinkTask, load_link_graph
 from mgsparse.run.tasks.nodes import GraphTask
 from mgsparse.run.tasks.points import PointTask
 from mgsparse.run.tasks.sampled import SampledGraphTask
@@ -15,7 +18,8 @@ from mgsparse.sparse import set_num_threads
 
 def make_task(config: Config, progress: Progress | None = None) -> Task:
     """The task `config` asks for, its operands placed within the memory budget: point clouds
-    train an MLP on mini-batches, graphs train on the whole graph (or the receptive fields of
+    train an MLP on mini-batches, `task: link` predicts held-out edges of a graph (full
+    batch), node labels of graphs train on the whole graph (or the receptive fields of
     the rows they read), or on sampled mini-batches with `train.batch_size`. A partitioned run
     over MPI makes its own task on each rank (`tasks.partitioned.fit_partitioned`).
 
@@ -24,11 +28,21 @@ def make_task(config: Config, progress: Progress | None = None) -> Task:
     set_num_threads(config.sparse.threads)  # kernels' pool; BLAS kept to one thread
     budget = budget_bytes(config.monitor)
     if is_points(config.dataset.name):
+        if config.train.metrics:
+            raise ConfigError(f"train.metrics {list(config.train.metrics)}: macro-F1 and AUC "
+                              "are node classification's; a point cloud scores accuracy")
         task: Task = PointTask(config)
+    elif config.task == "link":  # held-out edges of one graph, full batch
+        task = LinkTask(config, load_link_graph(config.dataset, progress), budget=budget)
+    elif is_graphset(config.dataset.name):  # one label per graph, batches of graphs
+        task = GraphClassificationTask(config, load_graph(config.dataset, progress),
+                                       budget=budget)
     elif config.train.batch_size is not None:  # a graph model on sampled mini-batches
         task = SampledGraphTask(config, load_graph(config.dataset, progress), budget=budget)
     else:
         task = GraphTask(config, load_graph(config.dataset, progress), budget=budget)
+    task.metrics = selecting(task.metrics, config.train.select)
     task.budget = budget
     task.budget_events = tuple(fit_within_budget(task, config, budget))
     return task
+

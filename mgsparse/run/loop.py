@@ -13,160 +13,55 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
-from mgsparse.catalog import paper_accuracy
 from mgsparse.config import Config
 from mgsparse.engine import Tensor
 from mgsparse.nn.module import Module
-from mgsparse.optim import Optimizer, clip_grad_norm_, make_schedule, step_schedule
-from mgsparse.optim.schedules import Schedule
+from mgsparse.optim import Optimizer, clip_grad_norm_, step_schedule
 from mgsparse.run.budget import check_epoch
-from mgsparse.run.build import build_optimizer
+from mgsparse.run.build import build_optimizer, build_schedule
 from mgsparse.run.monitor import EpochMemory, MemoryReport, finite, run_nbytes, trace_step
-from mgsparse.run.task import ACCURACY_METRICS, Batch, Scores, Task, TaskMetrics, shuffle_generator
+from mgsparse.run.results import (
+    EpochRow,
+    EpochStats,
+    RunResult,
+    TrainResult,
+)
+from mgsparse.run.task import Batch, Scores, Task, TaskMetrics, shuffle_generator
 
 GRAD_ALARM_FACTOR = 10.0  # a pre-clip norm this many times the clip norm is worth a warning
 
 
 @dataclass
-class EpochRow:
-    """The figures of one epoch that depend only on config and seed (bitwise reproducible):
-    the training loss, the task's declared scores (also read as attributes: ``row.val_acc``)
-    and the largest pre-clip gradient norm."""
+class RunState:
+    """What a run's next epoch depends on besides the config and the data: the model (its
+    parameters, buffers and generators), the optimizer, the learning-rate schedule, the run's
+    shuffle generator and what the run recorded so far, after `epoch` epochs. A full
+    checkpoint saves it (`mgsparse.run.resume`); resuming loads it before the next epoch."""
 
-    epoch: int
-    loss: float
-    scores: Scores
-    grad_norm: float
-
-    def as_dict(self) -> dict[str, float]:
-        """epoch, loss, every score column in declared order, grad_norm: an epochs.csv line."""
-        return {"epoch": self.epoch, "loss": self.loss, **self.scores, "grad_norm": self.grad_norm}
-
-    def __getattr__(self, column: str) -> float:
-        if column.startswith("_") or column == "scores":
-            raise AttributeError(column)
-        return getattr(self.scores, column)
+    run_index: int
+    run: RunResult
+    model: Module
+    optimizer: Optimizer
+    shuffle: np.random.Generator
+    schedule: Any = None
+    epoch: int = 0
 
 
-@dataclass
-class EpochStats:
-    """The figures of one epoch that depend on the machine: time and memory. Memory is
-    measured on sampled epochs only (None otherwise): `mem_held_mb` is what the run holds
-    between steps (operands and their views, parameters, gradients, optimizer state),
-    `mem_peak_mb` that plus the epoch's traced peak."""
+class Checkpoints(Protocol):
+    """Where full checkpoints go and come from (`mgsparse.run.resume.FullCheckpoints`)."""
 
-    epoch: int
-    step_ms: float
-    epoch_ms: float
-    mem_held_mb: float | None
-    mem_peak_mb: float | None
-    batches: int = 1  # steps in the epoch; sampled runs: and their blocks' mean size
-    block_nnz: float | None = None
-    sampled_nodes: float | None = None
+    runs_done: list[RunResult]  # a resumed series' finished runs (empty: a fresh one)
 
+    def restore(self, state: RunState) -> None:
+        """Load the saved state into a run just built, if it is the saved run."""
 
-@dataclass
-class RunResult:
-    seed: int
-    rows: list[EpochRow] = field(default_factory=list)
-    stats: list[EpochStats] = field(default_factory=list)
-    alarms: list[str] = field(default_factory=list)
-    events: list[dict] = field(default_factory=list)  # e.g. memory fallbacks: epoch, what, MB
-    status: str = "completed"  # completed | early_stopped | interrupted | aborted | diverged
-    #                            | over_budget
-    message: str = ""
-    best_epoch: int = 0
-    scores: Scores = field(default_factory=Scores)  # the best parameters' (empty: none kept)
-    state: dict[str, np.ndarray] = field(default_factory=dict)
-
-    def __getattr__(self, column: str) -> float:
-        """A score of the best parameters as an attribute (``run.test_acc``)."""
-        if column.startswith("_") or column == "scores":
-            raise AttributeError(column)
-        if column not in self.scores:
-            kept = "" if self.scores else " (the run kept no parameters)"
-            raise AttributeError(f"no score {column!r}{kept}")
-        return self.scores[column]
-
-
-@dataclass(frozen=True)
-class Summary:
-    """A series of runs in a few numbers: the declared scores over seeds (`scores`: the
-    `TaskMetrics.summary` keys, e.g. test_acc_mean, test_acc_std; also attributes), time,
-    memory, status."""
-
-    runs: int
-    scores: dict[str, float]
-    best_epochs: list[int]
-    epoch_time_ms_median: float
-    total_time_s: float
-    peak_memory_mb: float
-    paper_test_acc: float | None
-    status: str  # ok | interrupted | diverged | over_budget
-
-    def as_dict(self) -> dict:
-        """metrics.json's summary: runs, the score keys in declared order, then the rest."""
-        d = dataclasses.asdict(self)
-        scores = d.pop("scores")
-        return {"runs": d.pop("runs"), **scores, **d}
-
-    def __getattr__(self, key: str) -> float:
-        if key.startswith("_") or key == "scores":
-            raise AttributeError(key)
-        try:
-            return self.scores[key]
-        except KeyError:
-            raise AttributeError(f"no summary figure {key!r}") from None
-
-
-@dataclass
-class TrainResult:
-    config: Config
-    placement: dict[str, str]
-    runs: list[RunResult] = field(default_factory=list)
-    peak_memory_mb: float = 0.0
-    memory_report: MemoryReport | None = None
-    events: list[dict] = field(default_factory=list)  # placement before training (epoch 0)
-    metrics: TaskMetrics = ACCURACY_METRICS  # the task's declaration: what the runs scored
-
-    @property
-    def failed(self) -> bool:
-        return any(r.status in ("diverged", "over_budget") for r in self.runs)
-
-    @property
-    def interrupted(self) -> bool:
-        return any(r.status in ("interrupted", "aborted") for r in self.runs)
-
-    def summary(self) -> Summary:
-        done = [r for r in self.runs if r.rows]
-        times = [s.epoch_ms for r in done for s in r.stats]
-        failure = next((r.status for r in self.runs if r.status in ("diverged", "over_budget")),
-                       None)
-        status = failure or ("interrupted" if self.interrupted else "ok")
-        paper = ("test_acc" in self.metrics.names
-                 and paper_accuracy(self.config.model.kind, self.config.dataset.name)) or None
-        return Summary(
-            runs=len(done), scores=summary_scores(self.metrics, done),
-            best_epochs=[int(r.best_epoch) for r in done],
-            epoch_time_ms_median=float(np.median(times)) if times else 0.0,
-            total_time_s=float(sum(times)) / 1e3, peak_memory_mb=float(self.peak_memory_mb),
-            paper_test_acc=paper, status=status)
-
-
-def summary_scores(metrics: TaskMetrics, runs: list[RunResult]) -> dict[str, float]:
-    """Each declared summary key, ``<column>_mean`` or ``_std`` over `runs`' best scores
-    (population std; a run that kept no parameters counts 0.0, as it always has)."""
-    reduce = {"mean": np.mean, "std": np.std}
-    out = {}
-    for key in metrics.summary:
-        column, _, how = key.rpartition("_")
-        values = np.array([r.scores.get(column, 0.0) for r in runs]) if runs else np.zeros(1)
-        out[key] = float(reduce[how](values))
-    return out
+    def save(self, state: RunState, runs_done: list[RunResult]) -> None:
+        """Write a full checkpoint of `state` and the runs finished before it."""
 
 
 # ---------------------------------------------------------------- one epoch
@@ -217,29 +112,38 @@ StopFn = Callable[[], bool]
 
 def fit_run(config: Config, task: Task, seed: int, memory: EpochMemory,
             on_epoch: EpochCallback | None = None, run_index: int = 0,
-            should_stop: StopFn | None = None) -> RunResult:
+            should_stop: StopFn | None = None, checkpoints: Checkpoints | None = None,
+            save: Callable[[RunState], None] | None = None) -> RunResult:
     """Train one model from `seed`; keep the parameters of the epoch whose selection column
-    (`task.metrics.select`) is best."""
+    (`task.metrics.select`) is best. With `checkpoints`, a resumed run starts from its saved
+    state and `save` writes a full checkpoint when one is due."""
     model = task.build_model(np.random.default_rng(seed))
     optimizer = build_optimizer(config.optim, model)
-    run = RunResult(seed=seed)
+    selected = task.metrics.metric(task.metrics.select)  # what a plateau schedule watches
+    schedule = build_schedule(config.optim, optimizer, config.train.epochs,
+                              selected.higher_is_better)
+    state = RunState(run_index, RunResult(seed=seed), model, optimizer, shuffle_generator(seed),
+                     schedule)
+    if checkpoints is not None:
+        checkpoints.restore(state)
+    run = state.run
     try:
-        _epochs(config, task, model, optimizer, run, memory, run_index, on_epoch, should_stop,
-                _schedule(config, task, optimizer))
+        _epochs(config, task, state, memory, on_epoch, should_stop, save)
     except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: the epoch is abandoned mid-way
         run.status, run.message = "aborted", f"run {run_index} (seed {seed}) aborted"
     _finish(run, model, task)
     return run
 
 
-def _epochs(config: Config, task: Task, model: Module, optimizer: Optimizer, run: RunResult,
-            memory: EpochMemory, run_index: int, on_epoch: EpochCallback | None,
-            should_stop: StopFn | None, schedule: Schedule | None = None) -> None:
-    """The epochs of one run, recorded into `run` as they finish; `schedule` sets the next
-    epoch's rate after each one."""
-    shuffle, clip = shuffle_generator(run.seed), config.train.grad_clip_norm
+def _epochs(config: Config, task: Task, state: RunState, memory: EpochMemory,
+            on_epoch: EpochCallback | None, should_stop: StopFn | None,
+            save: Callable[[RunState], None] | None = None) -> None:
+    """The epochs of one run after `state.epoch`, recorded into `state.run` as they finish."""
+    model, optimizer, run, run_index = state.model, state.optimizer, state.run, state.run_index
+    shuffle, clip = state.shuffle, config.train.grad_clip_norm
     patience, budget = config.train.patience, task.memory_budget()
-    for epoch in range(1, config.train.epochs + 1):
+    for epoch in range(state.epoch + 1, config.train.epochs + 1):
+        lr = optimizer.param_groups[0]["lr"] if state.schedule is not None else None
         t0 = time.perf_counter()
         traced = memory.begin(epoch)
         loss, grad_norm = train_epoch(model, optimizer, task.batches(model, shuffle), clip,
@@ -249,7 +153,7 @@ def _epochs(config: Config, task: Task, model: Module, optimizer: Optimizer, run
         held, peak = (memory.end(run_nbytes(task.operands().values(), model, optimizer))
                       if traced else (None, None))
         _check_columns(task, scores)
-        row = EpochRow(epoch, loss, scores, grad_norm)
+        row = EpochRow(epoch, loss, scores, grad_norm, lr)
         stats = EpochStats(epoch, (t1 - t0) * 1e3, (time.perf_counter() - t0) * 1e3, held, peak,
                            **task.epoch_figures())
         alarms = _alarms(config, grad_norm)
@@ -263,8 +167,9 @@ def _epochs(config: Config, task: Task, model: Module, optimizer: Optimizer, run
         if not (finite(loss) and finite(grad_norm)):
             run.status, run.message = "diverged", _diverged(run_index, run.seed, row)
         else:
-            _keep_if_best(run, model, task.metrics, row)  # an over-budget epoch counts too
-            step_schedule(schedule, row.scores[task.metrics.select])
+            _keep_if_best(run, model, task.metrics, row,  # an over-budget epoch counts too
+                          config.train.min_delta)
+            step_schedule(state.schedule, scores[task.metrics.select])
             if event is not None and event.operand is None:
                 run.status, run.message = "over_budget", f"run {run_index}: {event.message}"
         if on_epoch is not None:
@@ -274,25 +179,28 @@ def _epochs(config: Config, task: Task, model: Module, optimizer: Optimizer, run
         if patience is not None and epoch - run.best_epoch >= patience:
             run.status = "early_stopped"
             return
-        if should_stop is not None and should_stop():
+        stop = should_stop is not None and should_stop()
+        if save is not None and (stop or _checkpoint_due(config, epoch)):
+            state.epoch = epoch
+            save(state)
+        if stop:
             run.status = "interrupted"
             return
 
 
-def _schedule(config: Config, task: Task, optimizer: Optimizer) -> Schedule | None:
-    """`optim.schedule` over this run's optimizer (None: a constant rate). A plateau
-    schedule watches the selection column in its metric's direction (an accuracy: "max")."""
-    o, metrics = config.optim, task.metrics
-    mode = "max" if metrics.metric(metrics.select).higher_is_better else "min"
-    return make_schedule(o.schedule, optimizer, config.train.epochs, o.step_size, o.gamma,
-                         o.warmup, o.min_lr, o.plateau_patience, mode)
+def _checkpoint_due(config: Config, epoch: int) -> bool:
+    """A full checkpoint every `train.checkpoint_every` epochs, except after the last one."""
+    every = config.train.checkpoint_every
+    return every is not None and epoch % every == 0 and epoch < config.train.epochs
 
 
-def _keep_if_best(run: RunResult, model: Module, metrics: TaskMetrics, row: EpochRow) -> None:
+def _keep_if_best(run: RunResult, model: Module, metrics: TaskMetrics, row: EpochRow,
+                  min_delta: float = 0.0) -> None:
     """Keep `model`'s parameters as the run's best if `row`'s selection column beats the best
-    epoch's so far (in the direction its metric declares); patience counts from that epoch."""
-    best = run.rows[run.best_epoch - 1].scores[metrics.select] if run.best_epoch else None
-    if metrics.better(row.scores[metrics.select], best):
+    epoch's so far by more than `min_delta` (in the direction its metric declares;
+    `metrics.tie_break` decides a tie); patience counts from that epoch."""
+    best = run.rows[run.best_epoch - 1].scores if run.best_epoch else None
+    if metrics.beats(row.scores, best, min_delta):
         run.best_epoch, run.state = row.epoch, model.state_dict()
 
 
@@ -320,17 +228,24 @@ def _finish(run: RunResult, model: Module, task: Task) -> None:
 
 def fit(config: Config, task: Task, on_epoch: EpochCallback | None = None,
         on_run_end: Callable[[TrainResult], None] | None = None,
-        should_stop: StopFn | None = None) -> TrainResult:
-    """`config.train.runs` runs with seeds seed, seed+1, …; an interrupted, diverged or
-    over-budget run ends the series."""
+        should_stop: StopFn | None = None,
+        checkpoints: Checkpoints | None = None) -> TrainResult:
+    """`task.num_runs()` runs (`train.runs`, or one per fold) with seeds seed, seed+1, …, each
+    announced to the task first (`begin_run`: a fold's splits); an interrupted, diverged or
+    over-budget run ends the series. With `checkpoints`, full checkpoints are written as
+    they fall due, and a resumed series starts after its finished runs."""
     result = TrainResult(config=config, placement=task.placement,
                          events=[dataclasses.asdict(e) for e in task.budget_events],
                          metrics=task.metrics)
     memory = EpochMemory(config.monitor.memory, config.monitor.log_every)
     # Overflow is detected and reported as divergence; numpy's own warnings would only repeat it.
+    result.runs.extend(checkpoints.runs_done if checkpoints is not None else ())
+    save = None if checkpoints is None else (lambda s: checkpoints.save(s, result.runs))
     with np.errstate(over="ignore", invalid="ignore"):
-        for i in range(config.train.runs):
-            run = fit_run(config, task, config.train.seed + i, memory, on_epoch, i, should_stop)
+        for i in range(len(result.runs), task.num_runs()):
+            task.begin_run(i)
+            run = fit_run(config, task, config.train.seed + i, memory, on_epoch, i, should_stop,
+                          checkpoints, save)
             result.runs.append(run)
             result.peak_memory_mb = memory.peak_mb
             if on_run_end is not None:

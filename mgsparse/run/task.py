@@ -24,6 +24,7 @@ config asks for. A new kind of run is a new Task in `mgsparse.run.tasks`, never 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
@@ -34,6 +35,7 @@ import numpy as np
 
 from mgsparse.config import Config
 from mgsparse.engine import Tensor
+from mgsparse.errors import ConfigError
 from mgsparse.nn.module import Module
 
 Batch = Callable[[], tuple[Tensor, int]]  # -> (loss, number of targets it averages over)
@@ -118,7 +120,9 @@ class TaskMetrics:
       ``<column>_std`` (default: mean and std of each test column, then each val column);
     - `per_run`: the best epoch's columns metrics.json gives each run (default: all);
     - `live`: the live table's score columns, in order (default: those not on the test split);
-    - `legend`: what the live caption says of them (default: "short: label" for each).
+    - `legend`: what the live caption says of them (default: "short: label" for each);
+    - `tie_break`: a column that decides between epochs equal on `select` (a validation
+      accuracy of a few dozen graphs ties often; the lower validation loss then wins).
     """
 
     columns: tuple[Metric, ...]
@@ -127,6 +131,7 @@ class TaskMetrics:
     per_run: tuple[str, ...] = ()
     live: tuple[str, ...] = ()
     legend: str = ""
+    tie_break: str = ""
     _by_name: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -140,8 +145,8 @@ class TaskMetrics:
                     "live": tuple(m.column for m in self.columns if m.split != "test")}
         for key, value in defaults.items():
             object.__setattr__(self, key, getattr(self, key) or value)
-        unknown = [c for c in (self.select, *self.per_run, *self.live, *self.summary_columns)
-                   if c not in self._by_name]
+        unknown = [c for c in (self.select, *self.per_run, *self.live, *self.summary_columns,
+                               *filter(None, [self.tie_break])) if c not in self._by_name]
         if unknown or not all(k.endswith(("_mean", "_std")) for k in self.summary):
             raise ValueError(f"metric declaration names {unknown or self.summary} outside its "
                              f"columns {names} (summary keys end in _mean or _std)")
@@ -175,6 +180,35 @@ class TaskMetrics:
         if best is None:
             return True
         return value > best if self.metric(self.select).higher_is_better else value < best
+
+    def beats(self, scores: Mapping[str, float], best: Mapping[str, float] | None,
+              min_delta: float = 0.0) -> bool:
+        """Whether an epoch's `scores` beat the best epoch's: on `select` by more than
+        `min_delta`, and on `tie_break` when the two are equal there (min_delta 0)."""
+        if best is None:
+            return self.better(scores[self.select], None)
+        target = best[self.select]
+        if min_delta:
+            target += min_delta if self.metric(self.select).higher_is_better else -min_delta
+        if not self.tie_break or min_delta or scores[self.select] != target:
+            return self.better(scores[self.select], target)
+        tie = self.metric(self.tie_break)
+        value, other = scores[tie.column], best[tie.column]
+        return math.isfinite(value) and (value > other if tie.higher_is_better else value < other)
+
+
+def selecting(metrics: TaskMetrics, select: str | None) -> TaskMetrics:
+    """`metrics` with the validation column `select` picking the best epoch (`train.select`):
+    a metric's name (loss, acc, auc: its ``val_`` column) or a column; None keeps the task's."""
+    if select is None:
+        return metrics
+    column = select if select in metrics.names else f"val_{select}"
+    if column not in metrics.names or metrics.metric(column).split != "val":
+        names = [m.name for m in metrics.columns if m.split == "val"]
+        raise ConfigError(f"train.select {select!r} is not a validation metric of this run; "
+                          f"choose one of {', '.join(names)} (train.metrics adds f1 and auc "
+                          "to node classification)")
+    return dataclasses.replace(metrics, select=column)
 
 
 ACCURACY_METRICS = TaskMetrics(
@@ -239,6 +273,15 @@ class Task(ABC):
         """Bytes the 80% rule of `mgsparse.run.budget` holds each traced epoch to: the budget
         the operands were placed under (`make_task` computes it once; None: no limit)."""
         return self.budget
+
+    def num_runs(self) -> int:
+        """How many runs the loop trains: `train.runs` (seeds seed, seed+1, ...), or a
+        task's own count (graph classification: one per fold)."""
+        return self.config.train.runs
+
+    def begin_run(self, index: int) -> None:
+        """Run `index` is about to start (or its saved model to be scored again): a task
+        whose runs differ in their data (a fold) switches to that run's here."""
 
     def restore(self, state: dict[str, np.ndarray]) -> Module:
         """The model of a finished run, from its saved parameters, in eval mode."""

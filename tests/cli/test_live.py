@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from mgsparse.cli.live import MAX_ROWS, TrainDisplay, columns
-from mgsparse.run.loop import EpochRow, EpochStats
+from mgsparse.run.results import EpochRow, EpochStats
 from mgsparse.run.task import ACCURACY_METRICS
 from tests.conftest import make_config
 

@@ -26,7 +26,7 @@ from mgsparse.cli.plots import (
 from mgsparse.config import load_config
 from mgsparse.errors import ConfigError, MgsparseError
 from mgsparse.run import fit, make_task
-from mgsparse.run.loop import EpochRow, RunResult
+from mgsparse.run.results import EpochRow, RunResult
 from mgsparse.run.task import Scores
 from tests.conftest import CONFIGS, make_config, moons_config
 

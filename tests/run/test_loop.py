@@ -20,16 +20,9 @@ from mgsparse.run import GraphTask, make_task
 from mgsparse.run import loop as loop_module
 from mgsparse.run.budget import BudgetEvent
 from mgsparse.run.checkpoint import epochs_csv, metrics_dict
-from mgsparse.run.loop import (
-    EpochRow,
-    Summary,
-    first_step_loss,
-    fit,
-    fit_run,
-    measure_memory,
-    train_epoch,
-)
+from mgsparse.run.loop import first_step_loss, fit, fit_run, measure_memory, train_epoch
 from mgsparse.run.placed import PlacedGraph
+from mgsparse.run.results import EpochRow, Summary
 from mgsparse.run.task import Task
 from tests.conftest import make_config, moons_config
 
@@ -168,7 +161,7 @@ def test_runs_use_consecutive_seeds_and_report_mean_and_std(karate):
 
 
 def test_summary_quotes_the_paper_accuracy_from_the_catalog():
-    from mgsparse.run.loop import TrainResult
+    from mgsparse.run.results import TrainResult
 
     assert TrainResult(make_config("cora"), {}).summary().paper_test_acc == 0.815
     gat = make_config("citeseer", model={"kind": "gat"})

@@ -21,14 +21,36 @@ from mgsparse.catalog import MODELS
 from mgsparse.config import Config, no_receptive_field
 from mgsparse.data import Graph
 from mgsparse.engine import Tensor, no_grad
-from mgsparse.errors import ConfigError
+from mgsparse.errors import ConfigError, MgsparseError
 from mgsparse.nn import functional as F
 from mgsparse.nn.block import block_support
 from mgsparse.nn.module import Module
 from mgsparse.run.build import build_model
 from mgsparse.run.field import AUTO_FRACTION, Field
+from mgsparse.run.metrics import macro_f1, roc_auc
 from mgsparse.run.placed import PlacedGraph
-from mgsparse.run.task import Batch, Scores, Task
+from mgsparse.run.task import ACCURACY_METRICS, Batch, Metric, Scores, Task, TaskMetrics
+
+EXTRA_METRICS = {"f1": ("f1", "macro-F1"), "auc": ("auc", "ROC-AUC (one-vs-rest)")}
+
+
+def node_metrics(extra: tuple[str, ...] | None) -> TaskMetrics:
+    """Classification's declaration, plus `train.metrics` (f1: macro-F1, auc: ROC-AUC one vs
+    rest) on the validation and test rows; unchanged without them, so default files are."""
+    if not extra:
+        return ACCURACY_METRICS
+    base = ACCURACY_METRICS
+    added = tuple(Metric(f"{split}_{name}", True, short=f"{split[0]}.{short}",
+                         label=f"{split} {label}")
+                  for name in extra for short, label in [EXTRA_METRICS[name]]
+                  for split in ("val", "test"))
+    return TaskMetrics(
+        columns=base.columns + added, select=base.select,
+        summary=base.summary + tuple(f"test_{n}_{k}" for n in extra for k in ("mean", "std")),
+        per_run=base.per_run + tuple(m.column for m in added),
+        live=base.live + tuple(f"val_{n}" for n in extra),
+        legend=base.legend + "".join(f" · v.{EXTRA_METRICS[n][0]}: val {EXTRA_METRICS[n][1]}"
+                                     for n in extra))
 
 
 def operand_read(config: Config) -> str | None:
@@ -71,6 +93,7 @@ class NodeTask(Task):
         self.config, self.name, self.budget, self.dtype = config, graph.name, budget, dtype
         check_edge_weights(config, graph)
         self.weighted = graph.edge_weight is not None  # read by the whole graph's Â only
+        self.metrics = node_metrics(config.train.metrics)
         self.placed = PlacedGraph.from_graph(graph, operand_read(config),
                                              config.sparse.sparsity_threshold, dtype, budget)
         self.edge_index = self.placed.edge_index
@@ -126,9 +149,34 @@ class NodeTask(Task):
         y, (train, val, test) = (self.y, self.splits) if field is None else self._scored
         val_loss = float(F.cross_entropy(logits, y, val).data)
         pred = logits.data.argmax(axis=1)  # once for the three scores
+        extra = self._extra_scores(logits.data, pred, y, {"val": val, "test": test})
         return self.metrics.scores(val_loss=val_loss, train_acc=F.accuracy(pred, y, train),
                                    val_acc=F.accuracy(pred, y, val),
-                                   test_acc=F.accuracy(pred, y, test))
+                                   test_acc=F.accuracy(pred, y, test), **extra)
+
+    def _extra_scores(self, z: np.ndarray, pred: np.ndarray, y: np.ndarray,
+                      rows: dict[str, np.ndarray]) -> dict[str, float]:
+        """`train.metrics` on the validation and test rows: macro-F1 of the argmax, ROC-AUC
+        (one vs rest) of the softmax probabilities."""
+        extra = self.config.train.metrics or ()
+        if "auc" in extra:
+            p = np.exp(z - z.max(axis=1, keepdims=True))
+            p /= p.sum(axis=1, keepdims=True)
+        scores = {}
+        for split, r in rows.items():
+            if "f1" in extra:
+                scores[f"{split}_f1"] = macro_f1(y[r], pred[r])
+            if "auc" in extra:
+                scores[f"{split}_auc"] = _auc(y[r], p[r])
+        return scores
+
+
+def _auc(y: np.ndarray, p: np.ndarray) -> float:
+    """ROC-AUC, or NaN where it is undefined (rows of a single class): never the best."""
+    try:
+        return roc_auc(y, p)
+    except MgsparseError:
+        return float("nan")
 
 
 class GraphTask(NodeTask):

@@ -1,0 +1,204 @@
+"""GIN graph classification on NCI1 in PyTorch Geometric and in mgsparse, side by side.
+
+The same model on both sides, Xu et al.'s GIN as configs/nci1-gin.yaml sets it: 4 GINConv
+layers (MLP Linear -> BatchNorm1d -> ReLU -> Linear, then BatchNorm1d and ReLU), hidden 64,
+sum readout of every level (the input's too), one linear head per level after dropout 0.5,
+heads summed; Adam lr 0.01, no weight decay, no clipping; batches of 128 graphs reshuffled
+every epoch. Both train on the same stratified 80/10/10 split (mgsparse's, seed 0).
+
+PyG runs as its users write it: a list of `Data` graphs, `torch_geometric.loader.DataLoader`
+collating each batch (training batches shuffled, evaluation batches of 1,024 graphs), PyG's
+`GINConv` and `global_add_pool`. mgsparse runs as `mgsparse train` does: the task's graph
+batches (`mgsparse/run/tasks/graphs.py`: built per training step, evaluation batches built
+once), `GraphClassifier` (`mgsparse/nn/graphnet.py`).
+
+Epoch time (every training step of the epoch plus one evaluation pass over every graph) is
+measured in one process, the sides alternating epoch by epoch so both see the same machine,
+with `--threads` threads each (torch.set_num_threads, mgsparse.sparse.set_num_threads).
+
+    MGSPARSE_TU_URL=<folder of the TU zips> python benchmarks/compare_pyg_graphs.py \\
+        [--epochs 10] [--threads 1] [--profile]
+
+`--profile` ends with cProfile's top functions of a few mgsparse epochs. Without torch and
+torch_geometric it says so and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from mgsparse.config import load_config
+from mgsparse.data import load_dataset
+from mgsparse.run import build_optimizer, train_epoch
+from mgsparse.run.task import shuffle_generator
+from mgsparse.run.tasks.graphs import EVAL_GRAPHS, GraphClassificationTask
+from mgsparse.sparse import set_num_threads
+
+CONFIG = Path(__file__).resolve().parent.parent / "configs" / "nci1-gin.yaml"
+
+
+def frameworks_available() -> bool:
+    try:
+        import torch  # noqa: F401
+        import torch_geometric  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class MgsparseSide:
+    """mgsparse as `mgsparse train configs/nci1-gin.yaml` runs one split."""
+
+    name = "mgsparse"
+
+    def __init__(self, graphs, seed: int):
+        self.config = load_config(CONFIG, ["monitor.memory=false", f"train.seed={seed}"])
+        self.task = GraphClassificationTask(self.config, graphs)
+        self.model = self.task.build_model(np.random.default_rng(seed))
+        self.optimizer = build_optimizer(self.config.optim, self.model)
+        self.shuffle = shuffle_generator(seed)
+
+    def epoch(self) -> tuple[float, float]:
+        """(val acc, test acc) after one epoch."""
+        train_epoch(self.model, self.optimizer, self.task.batches(self.model, self.shuffle),
+                    None)
+        scores = self.task.evaluate(self.model)
+        return scores.val_acc, scores.test_acc
+
+
+class PygSide:
+    """The same GIN in PyG, on PyG's DataLoader."""
+
+    name = "PyG"
+
+    def __init__(self, graphs, split: tuple[np.ndarray, np.ndarray, np.ndarray], seed: int,
+                 hidden: int, layers: int, batch_size: int):
+        import torch
+        from torch_geometric.data import Data
+        from torch_geometric.loader import DataLoader
+
+        torch.manual_seed(seed)
+        self.torch = torch
+        data = [Data(x=torch.from_numpy(g.x), edge_index=torch.from_numpy(g.edge_index),
+                     y=torch.from_numpy(g.y)) for g in (graphs.subset([i]) for i in
+                                                        range(graphs.num_graphs))]
+        train, self.val, self.test = split
+        self.train_loader = DataLoader([data[i] for i in train], batch_size=batch_size,
+                                       shuffle=True)
+        self.eval_loader = DataLoader(data, batch_size=EVAL_GRAPHS)
+        self.y = graphs.y
+        self.model = _pyg_gin(graphs.num_features, hidden, graphs.num_classes, layers)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.01)
+
+    def epoch(self) -> tuple[float, float]:
+        torch, F = self.torch, self.torch.nn.functional
+        self.model.train()
+        for batch in self.train_loader:
+            self.optimizer.zero_grad()
+            F.cross_entropy(self.model(batch), batch.y).backward()
+            self.optimizer.step()
+        self.model.eval()
+        with torch.no_grad():
+            pred = torch.cat([self.model(b).argmax(1) for b in self.eval_loader]).numpy()
+        return tuple(float((pred[i] == self.y[i]).mean()) for i in (self.val, self.test))
+
+
+def _pyg_gin(in_features: int, hidden: int, num_classes: int, layers: int):
+    import torch
+    from torch.nn import BatchNorm1d, Dropout, Linear, ModuleList, ReLU, Sequential
+    from torch_geometric.nn import GINConv, global_add_pool
+
+    class GIN(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            widths = [in_features] + [hidden] * layers
+            self.convs = ModuleList(GINConv(Sequential(Linear(a, b), BatchNorm1d(b), ReLU(),
+                                                       Linear(b, b))) for a, b in
+                                    itertools.pairwise(widths))
+            self.norms = ModuleList(BatchNorm1d(hidden) for _ in range(layers))
+            self.heads = ModuleList(Linear(w, num_classes) for w in widths)
+            self.dropout = Dropout(0.5)
+
+        def forward(self, data):
+            hs = [data.x]
+            for conv, norm in zip(self.convs, self.norms):
+                hs.append(norm(conv(hs[-1], data.edge_index)).relu())
+            return sum(head(self.dropout(global_add_pool(h, data.batch)))
+                       for h, head in zip(hs, self.heads))
+
+    return GIN()
+
+
+def alternate(sides: list, epochs: int) -> dict[str, dict]:
+    """Each side's epochs, interleaved: wall and CPU times (ms; the process's CPU time counts
+    what the side computed, whatever else the machine runs) and accuracies at the best val
+    epoch."""
+    out = {s.name: {"times": [], "cpu": [], "best": (-1.0, 0.0)} for s in sides}
+    for _ in range(epochs):
+        for side in sides:
+            t0, c0 = time.perf_counter(), time.process_time()
+            val, test = side.epoch()
+            rec = out[side.name]
+            rec["times"].append((time.perf_counter() - t0) * 1e3)
+            rec["cpu"].append((time.process_time() - c0) * 1e3)
+            rec["best"] = max(rec["best"], (val, test), key=lambda vt: vt[0])
+    return out
+
+
+def profile(side: MgsparseSide, epochs: int) -> None:
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(epochs):
+        side.epoch()
+    profiler.disable()
+    print(f"\ncProfile of {epochs} mgsparse epochs (own time):")
+    pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(15)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    if not frameworks_available():
+        print("compare_pyg_graphs: torch and torch_geometric are not installed "
+              "(pip install 'mgsparse[compare]'); nothing to compare")
+        return
+    import torch
+
+    torch.set_num_threads(args.threads)
+    set_num_threads(args.threads)
+    graphs = load_dataset("nci1")
+    ours = MgsparseSide(graphs, args.seed)
+    m = ours.config.model
+    split = (ours.task.train_idx, ours.task.val_idx, ours.task.test_idx)
+    pyg = PygSide(graphs, split, args.seed, m.hidden, m.layers, ours.config.train.batch_size)
+    results = alternate([ours, pyg], args.epochs)
+    print(f"NCI1, GIN ({m.layers} layers, hidden {m.hidden}), batch "
+          f"{ours.config.train.batch_size}, {args.epochs} epochs, {args.threads} thread(s):")
+    wall, cpu = {}, {}
+    for name, rec in results.items():
+        wall[name], cpu[name] = statistics.median(rec["times"]), statistics.median(rec["cpu"])
+        val, test = rec["best"]
+        print(f"  {name + ':':10s} epoch median {wall[name]:8.1f} ms wall, {cpu[name]:8.1f} ms CPU   "
+              f"best val {val:.3f}, test there {test:.3f}")
+    print(f"  mgsparse / PyG epoch time: {wall['mgsparse'] / wall['PyG']:.2f} wall, "
+          f"{cpu['mgsparse'] / cpu['PyG']:.2f} CPU")
+    if args.profile:
+        profile(ours, 3)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""`mgsparse predict`: a finished run's classes, probabilities and embeddings, as files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from mgsparse.cli.outputs import check_output
+from mgsparse.cli.progress import download_bar
+from mgsparse.cli.render import err_console, fail
+from mgsparse.config import load_config
+from mgsparse.errors import MgsparseError
+from mgsparse.run.predict import predict_saved, write_predictions
+
+
+def predict(
+    run_dir: Path = typer.Argument(..., metavar="DIR", help="The --out folder of `mgsparse train`"),
+    out: Path = typer.Option(..., "--out", help="Write node, pred, p0..p<C-1> here (CSV)"),
+    split: str = typer.Option(
+        "test", "--split", help="test, val, train, all, or a file of node ids (one a line)"),
+    graph: Path | None = typer.Option(
+        None, "--graph", metavar="CONFIG", help="Score the nodes of this config's graph "
+        "instead (same features; its dataset section only)"),
+    embeddings: Path | None = typer.Option(
+        None, "--embeddings", help="Also save the last hidden layer (K, hidden) as .npy"),
+    run: int | None = typer.Option(
+        None, "--run", help="Which saved run (default: the first that kept parameters)"),
+) -> None:
+    """Predict with a trained run: each node's class and class probabilities."""
+    try:
+        other = load_config(graph) if graph is not None else None
+        taken: dict = {}
+        check_output(out, "--out", taken=taken)
+        check_output(embeddings, "--embeddings", suffixes=(".npy",), taken=taken)
+        with download_bar() as progress:
+            predictions = predict_saved(run_dir, split, other, run, embeddings is not None,
+                                        progress)
+        write_predictions(predictions, out, embeddings)
+    except MgsparseError as e:
+        fail(e)
+    saved = f" and {embeddings}" if embeddings is not None else ""
+    err_console.print(f"{len(predictions.nodes)} nodes of run {predictions.run} "
+                      f"(seed {predictions.seed}): {out}{saved}", markup=False)
