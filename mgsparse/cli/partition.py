@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from mgsparse.cli.outputs import check_output
 from mgsparse.cli.progress import download_bar
 from mgsparse.cli.render import fail, out, partition_table
 from mgsparse.config import load_config
@@ -29,6 +30,7 @@ def partition(
     """Partition the graph for `mpiexec -n K mgsparse train CONFIG --partitions DIR`."""
     try:
         config = load_config(config_path, list(set_))
+        check_output(out_dir, "--out", folder=True)  # the output rule, before any work
         with download_bar() as progress:
             manifest = partition_graph(config, parts, out_dir, method.value, progress)
     except MgsparseError as e:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from mgsparse.catalog import DATASET_NAMES, MODEL_KINDS
 
 FILE_KEYS = ("edges", "features", "labels", "train_nodes", "val_nodes", "test_nodes")
+MAX_DEPTH = 1024  # model.layers and model.k: see ModelConfig
 BOUND_NAMES = ("ge", "gt", "le", "lt")  # >=, >, <=, <: `check.BOUNDS` gives their meaning
 
 
@@ -69,7 +70,9 @@ class ModelConfig:
 
     kind: Literal[MODEL_KINDS] = MODEL_KINDS[0]  # the catalog's first: a GCN
     hidden: int = _num(16, ge=1)
-    layers: int = _num(2, ge=1)
+    # depth and propagation steps are bounded: beyond ~1000 (deeper than any published GNN,
+    # GCNII's 64, RevGNN's 1001) a typo would build or iterate for hours instead of failing
+    layers: int = _num(2, ge=1, le=MAX_DEPTH)
     dropout: float = _num(0.5, ge=0, lt=1)
     activation: Literal["relu", "elu", "tanh", "leaky_relu"] = "relu"
     heads: int = _num(8, ge=1)
@@ -84,7 +87,7 @@ class ModelConfig:
     residual: bool = False  # h + layer(h) where a layer keeps the width
     jk: Literal["none", "cat", "max", "sum"] = "none"  # jumping knowledge over every layer
     norm: Literal["none", "batch", "layer"] = "none"  # between layers, before the activation
-    k: int | None = _num(None, ge=0)  # APPNP, SGC: propagation steps (null: 10 APPNP, 2 SGC)
+    k: int | None = _num(None, ge=0, le=MAX_DEPTH)  # APPNP, SGC: steps (null: 10 APPNP, 2 SGC)
     alpha: float = _num(0.1, ge=0, le=1)  # APPNP teleport, GCNII initial-residual weight
     theta: float = _num(0.5, gt=0)  # GCNII: λ of the identity mapping, β_l = log(λ/l + 1)
 

@@ -237,8 +237,30 @@ def _read_labels(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
     return y.astype(np.int64), lines
 
 
+# The first bytes numpy's writers put down: np.save's header, np.savez's zip (or an empty zip).
+_MAGIC = {".npy": (b"\x93NUMPY",), ".npz": (b"PK\x03\x04", b"PK\x05\x06")}
+
+
+def _require_numpy_magic(path: Path) -> None:
+    """A DataError unless `path` starts as np.save / np.savez write it. np.load falls back to
+    unpickling anything else, so a text file named .npz was refused as "pickled (object)
+    data" - the wrong cause; the magic bytes name the right one."""
+    magics = _MAGIC[path.suffix.lower()]
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError:
+        return  # np.load reports it with its cause
+    if not head.startswith(magics):
+        writer = "np.save" if path.suffix.lower() == ".npy" else "np.savez (a zip archive)"
+        start = f"first bytes {head!r}" if head else "it is empty"
+        raise DataError(f"{path}: not a readable {path.suffix.lower()} file: it does not start "
+                        f"as {writer} writes it ({start})")
+
+
 def _load_npy(path: Path) -> np.ndarray:
     _require_regular_file(path, "a .npy array")
+    _require_numpy_magic(path)
     try:
         array = np.load(path, allow_pickle=False)
     except FileNotFoundError:
@@ -252,6 +274,7 @@ def _load_npy(path: Path) -> np.ndarray:
 
 
 def _load_npz(path: Path) -> sp.spmatrix | np.ndarray:
+    _require_numpy_magic(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
             keys = list(archive.keys())

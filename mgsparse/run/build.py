@@ -13,6 +13,7 @@ import numpy as np
 import mgsparse.nn
 from mgsparse.catalog import MODELS
 from mgsparse.config import ModelConfig, OptimConfig
+from mgsparse.errors import MemoryBudgetError
 from mgsparse.nn.module import Module
 from mgsparse.optim import SGD, Adam, AdamW, Optimizer, make_schedule
 from mgsparse.optim.schedules import Schedule
@@ -29,8 +30,14 @@ def build_model(m: ModelConfig, num_features: int, num_outputs: int, rng: np.ran
     if options.get("learn_edge_weight"):
         options["edge_index"] = edge_index
     cls = getattr(mgsparse.nn, facts.builder)
-    model = cls(num_features, m.hidden, num_outputs, layers=m.layers, dropout=m.dropout,
-                activation=m.activation, rng=rng, dtype=dtype, **options)
+    try:
+        model = cls(num_features, m.hidden, num_outputs, layers=m.layers, dropout=m.dropout,
+                    activation=m.activation, rng=rng, dtype=dtype, **options)
+    except MemoryError as e:  # parameters alone past the RAM: name the sizes that ask for it
+        sizes = f"model.hidden={m.hidden}, model.layers={m.layers}" + (
+            f", model.heads={m.heads}" if "heads" in facts.options else "")
+        raise MemoryBudgetError(f"model.kind {m.kind!r}: its parameters do not fit in memory "
+                                f"({sizes}; {e}); use a smaller model") from None
     model.keyed_masks = m.keyed_dropout  # hashed masks: what a partitioned run draws
     return model
 

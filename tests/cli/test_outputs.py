@@ -102,3 +102,15 @@ def test_graph_out_follows_the_rule_and_a_failure_leaves_no_folder(cli, tmp_path
     never = tmp_path / "never" / "deeper" / "step.svg"  # refused by the drawing itself
     one_line_error(cli("graph", KARATE, "--out", never), 2, "names the DOT file")
     assert not (tmp_path / "never").exists()
+
+
+def test_partition_out_follows_the_rule_before_the_graph_is_loaded(cli, tmp_path):
+    """`partition --out` below a file was a raw OSError ("cannot write the output: Not a
+    directory", exit 1) after the graph was loaded and split; the rule refuses it first."""
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    one_line_error(cli("partition", KARATE, "--parts", "2", "--out", blocker / "parts"), 2,
+                   f"--out {blocker / 'parts'}: {blocker} is a file, not a folder")
+    one_line_error(cli("partition", KARATE, "--parts", "2", "--out", blocker), 2,
+                   f"--out {blocker}: is a file, not a folder")
+    assert [p.name for p in tmp_path.iterdir()] == ["file"]

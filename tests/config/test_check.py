@@ -235,7 +235,7 @@ def test_the_cli_refuses_them_before_training_with_exit_2(cli, tmp_path, text, n
     (("model.kind=gcnii", "train.batch_size=8"), ("--set train.batch_size=8: train.batch_size "
      "samples blocks for each layer; model.kind 'gcnii' propagates over the whole graph (no "
      "block form; set batch_size: null)")),
-    (("model.k=-1",), "--set model.k=-1: model.k must be >= 0 or null (got -1)"),
+    (("model.k=-1",), "--set model.k=-1: model.k must be in [0, 1024] or null (got -1)"),
     (("model.alpha=1.5",), "--set model.alpha=1.5: model.alpha must be in [0, 1] (got 1.5)"),
     (("model.norm=batch", "train.batch_size=8", "sampler.fanouts=[5, 5]"), ("--set "
      "model.norm=batch: model.norm is for full-batch training (receptive fields included), "
@@ -251,10 +251,13 @@ def test_schedules_and_propagation_models_refuse_bad_settings(tmp_path, override
 
 def test_schedule_and_propagation_keys_reach_the_sections():
     config = config_from_dict({"dataset": {"name": "cora"},
-                               "model": {"kind": "sgc", "k": 3, "alpha": 0.2, "theta": 1.0},
+                               "model": {"kind": "appnp", "k": 3, "alpha": 0.2},
                                "optim": {"schedule": "cosine", "warmup": 10, "min_lr": 1e-4},
                                "train": {"receptive_field": "auto"}})
-    assert (config.model.k, config.model.alpha, config.model.theta) == (3, 0.2, 1.0)
+    assert (config.model.k, config.model.alpha) == (3, 0.2)
+    deep = config_from_dict({"dataset": {"name": "cora"},
+                             "model": {"kind": "gcnii", "alpha": 0.2, "theta": 1.0}})
+    assert (deep.model.alpha, deep.model.theta) == (0.2, 1.0)
     assert (config.optim.schedule, config.optim.warmup, config.optim.min_lr) == ("cosine", 10,
                                                                                  1e-4)
     assert ModelConfig().k is None  # null: each model's own K (APPNP 10, SGC 2)
@@ -272,3 +275,26 @@ def test_stack_options_reach_the_model(kind):
     model = build_model(config.model, 5, 2, np.random.default_rng(0), edge_index=None)
     assert (model.residual, model.jk, len(model.norms)) == (True, "sum", 3)
     assert model.jk_linear.out_features == 2
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (("model.kind=gin", "model.k=3"), ("--set model.k=3: model.k is read by model.kind appnp, "
+     "sgc only (model.kind is 'gin'); remove it or set it back to null")),
+    (("model.kind=sgc", "model.heads=4"), ("--set model.heads=4: model.heads is read by "
+     "model.kind gat only (model.kind is 'sgc'); remove it or set it back to 8")),
+    (("model.kind=appnp", "model.residual=true"), ("--set model.residual=true: model.residual "
+     "is read by model.kind gcn, gat, sage, gin, mlp only (model.kind is 'appnp'); remove it "
+     "or set it back to false")),
+    (("optim.step_size=10",), ("--set optim.step_size=10: optim.step_size is read by "
+     "optim.schedule step only (optim.schedule is 'none'); remove it or set it back to 50")),
+    (("optim.schedule=cosine", "optim.plateau_patience=3"), ("--set optim.plateau_patience=3: "
+     "optim.plateau_patience is read by optim.schedule plateau only (optim.schedule is "
+     "'cosine'); remove it or set it back to 10")),
+], ids=["k-on-gin", "heads-on-sgc", "residual-on-appnp", "step-size-unscheduled",
+        "plateau-key-on-cosine"])
+def test_a_key_the_chosen_kind_never_reads_is_refused(tmp_path, overrides, message):
+    """These trained as if unset while metrics.json recorded them; a key left at its default
+    (a shipped config listing heads: 8 for a GCN) still loads."""
+    assert str(config_error(write(tmp_path, KARATE, "ok.yaml"), overrides)) == message
+    assert config_from_dict({"dataset": {"name": "karate"},
+                             "model": {"kind": "gcn", "heads": 8, "k": None}}).model.heads == 8

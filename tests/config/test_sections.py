@@ -160,3 +160,14 @@ def test_the_public_names_are_the_sections_and_the_builders():
     assert set(config_package.__all__) <= set(dir(config_package))
     assert SECTIONS["dataset"] is DatasetConfig and SECTIONS["model"] is ModelConfig
 
+
+
+@pytest.mark.parametrize("key, value", [("layers", 100_000_000), ("k", 1_000_000_000)])
+def test_depth_and_propagation_steps_are_bounded(key, value):
+    """model.layers: 10^8 built layers for minutes and model.k: 10^9 (SGC) propagated for
+    hours; both are refused at the config, with the bound."""
+    with pytest.raises(ConfigError, match=rf"model\.{key} must be in \[\d, 1024\].*{value}"):
+        config_from_dict({"dataset": {"name": "karate"},
+                          "model": {"kind": "sgc" if key == "k" else "gcn", key: value}})
+    deep = {"dataset": {"name": "karate"}, "model": {"kind": "gcnii", "layers": 1024}}
+    assert config_from_dict(deep).model.layers == 1024

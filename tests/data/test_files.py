@@ -243,3 +243,22 @@ def test_crafted_sparse_features_are_refused_before_scipy_indexes_with_them(tmp_
     for matrix in (x, x.tocsc(), x.tocoo()):  # what save_npz writes still reads back
         sp.save_npz(tmp_path / "ok.npz", matrix)
         np.testing.assert_array_equal(load_features(tmp_path / "ok.npz").toarray(), x.toarray())
+
+
+@pytest.mark.parametrize("name, body, message", [
+    ("x.npz", b"hello world", r"x\.npz: not a readable \.npz file: it does not start as np\.savez"),
+    ("x.npy", b"1,2,3\n", r"x\.npy: not a readable \.npy file: it does not start as np\.save"),
+])
+def test_a_file_that_numpy_did_not_write_names_the_right_cause(tmp_path, name, body, message):
+    """np.load unpickles whatever is neither .npy nor zip, so a text file named .npz was
+    refused as "pickled (object) data"; its first bytes are the cause now."""
+    path = tmp_path / name
+    path.write_bytes(body)
+    with pytest.raises(DataError, match=message) as caught:
+        load_features(path)
+    assert "pickle" not in str(caught.value)
+    renamed = tmp_path / "renamed.npz"  # np.save's file under a .npz name
+    np.save(tmp_path / "a.npy", np.ones((3, 2)))
+    (tmp_path / "a.npy").rename(renamed)
+    with pytest.raises(DataError, match=r"first bytes b'\\x93NUMPY"):
+        load_features(renamed)

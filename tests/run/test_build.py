@@ -69,3 +69,15 @@ def test_the_optimizer_section_names_the_class(name, cls):
     opt = build_optimizer(config.optim, model)
     assert type(opt) is cls
     assert all(g["lr"] == 0.03 for g in opt.param_groups)
+
+
+@pytest.mark.parametrize("kind, key", [("gcn", "hidden"), ("gat", "heads")])
+def test_parameters_past_the_memory_are_one_line_naming_the_sizes(cli, tmp_path, kind, key):
+    """A hidden width or head count of 10^10 was a MemoryError traceback from glorot_; it is
+    one line naming the model's sizes, exit 1 (a run that cannot fit, as an over-budget one)."""
+    from tests.conftest import CONFIGS, one_line_error
+
+    result = cli("train", CONFIGS / "karate.yaml", "--quiet", "--epochs", "1", "--set",
+                 f"model.kind={kind}", "--set", f"model.{key}=10000000000")
+    one_line_error(result, 1, f"model.kind '{kind}': its parameters do not fit in memory",
+                   f"model.{key}=10000000000", "TiB")

@@ -16,11 +16,13 @@ SBM = {"name": "synthetic", "num_nodes": 600, "num_classes": 3, "avg_degree": 4,
        "num_features": 16, "split": "random", "num_train_per_class": 4, "num_val": 30,
        "num_test": 60, "normalize_features": False}
 
+GAT_ONLY = {"gat": {"attn_dropout": 0.0, "heads": 2}}  # keys another kind would refuse
+
 
 def config(kind: str = "gcn", receptive_field="auto", dataset=None, **model):
     return config_from_dict({
         "dataset": dataset or SBM,
-        "model": {"kind": kind, "dropout": 0.0, "attn_dropout": 0.0, "heads": 2, **model},
+        "model": {"kind": kind, "dropout": 0.0, **GAT_ONLY.get(kind, {}), **model},
         "train": {"seed": 3, "receptive_field": receptive_field}, "monitor": {"memory": False}})
 
 

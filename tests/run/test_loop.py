@@ -424,3 +424,25 @@ def test_memory_report_of_a_point_task_counts_parameters_and_the_points():
     assert report.optimizer_state >= 2 * 4 * num_params  # Adam: two moments (+ scratch)
     assert report.operands == {"features": 600 * 2 * 4}  # the training points, no graph
     assert report.saved_for_backward["CrossEntropy"] > 0
+
+
+def test_optim_schedule_sets_the_rate_the_run_steps_with(karate):
+    """optim.schedule was validated and recorded in metrics.json but never built: a step
+    schedule's run drew the constant-rate curve bit for bit. Now the rate the schedule gives
+    epoch e is the one its step takes: epochs 1 and 2 score the same parameters either way
+    (the rate first changes in epoch 2's step), the third differs; cosine warms up."""
+    def losses(**optim):
+        config = make_config(train={"epochs": 4, "runs": 1}, optim=optim,
+                             model={"dropout": 0.0})
+        return [row.loss for row in fit(config, GraphTask(config, karate)).runs[0].rows]
+
+    constant = losses()
+    step = losses(schedule="step", step_size=1, gamma=0.01)
+    assert step[:2] == constant[:2]
+    assert abs(step[2] - constant[2]) > 1e-4
+    # from epoch 2 on the rate is 100x smaller: the loss moves far less than at constant rate
+    assert abs(step[3] - step[2]) < 0.1 * abs(constant[3] - constant[2])
+    warm = losses(schedule="cosine", warmup=2)  # epoch 1 steps at half the rate
+    assert warm[0] == constant[0] and abs(warm[1] - constant[1]) > 1e-5
+    # plateau reads the selection column (val accuracy, "max") after every epoch
+    assert len(losses(schedule="plateau", plateau_patience=0, min_lr=1e-5)) == 4

@@ -13,8 +13,8 @@ from mgsparse.run.tasks.sampled import SampledGraphTask
 
 
 def configs(kind: str, **sampled):
-    base = {"dataset": {"name": "karate"}, "model": {"kind": kind, "dropout": 0.0,
-                                                     "attn_dropout": 0.0},
+    gat = {"attn_dropout": 0.0} if kind == "gat" else {}  # a key only GAT reads
+    base = {"dataset": {"name": "karate"}, "model": {"kind": kind, "dropout": 0.0, **gat},
             "train": {"seed": 3}, "monitor": {"memory": False}}
     full = config_from_dict(base)
     base["train"] = {**base["train"], "batch_size": sampled.get("batch_size", 1000)}
