@@ -75,11 +75,30 @@ def _unwritable_output(err: OSError) -> None:
     raise SystemExit(141 if err.errno == errno.EPIPE else 1)
 
 
+def _click_error(err: Exception) -> None:
+    """Click's own errors (typer runs on click, or on a copy of it: matched by class name):
+    a mistyped command, option or value is one line, as every other error, exit 2, the help
+    named in the line; Ctrl-C outside a command's own handling exits 130."""
+    kinds = {c.__name__ for c in type(err).__mro__}
+    if "Abort" in kinds:
+        raise SystemExit(130) from None
+    if "ClickException" not in kinds:
+        raise err
+    ctx = getattr(err, "ctx", None)
+    where = f" (see {ctx.command_path} --help)" if "UsageError" in kinds and ctx else ""
+    sys.stderr.write(f"error: {err.format_message()}{where}\n")
+    raise SystemExit(err.exit_code) from None
+
+
 def main() -> None:
-    """Console-script entry point: run the app, turn library errors into exit codes."""
+    """Console-script entry point: run the app, turn library errors into exit codes.
+
+    Click runs without its standalone mode so that a usage mistake is one `error:` line
+    (its own rendering is a framed box of usage and hints); a command's `typer.Exit` comes
+    back as its code."""
     _tolerant_streams()
     try:
-        app(standalone_mode=True)
+        code = app(standalone_mode=False)
         sys.stdout.flush()
     except MgsparseError as err:  # raised outside a command body (e.g. while parsing)
         try:
@@ -88,3 +107,8 @@ def main() -> None:
             raise SystemExit(done.exit_code) from None
     except OSError as err:
         _unwritable_output(err)
+    except Exception as err:  # noqa: BLE001 -- click's errors; anything else is re-raised
+        _click_error(err)
+    else:
+        if isinstance(code, int) and code:  # typer.Exit(code) inside a command
+            raise SystemExit(code)

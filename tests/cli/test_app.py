@@ -85,3 +85,19 @@ def test_a_negative_seed_is_a_usage_error_everywhere(cli):
     result = cli("gradcheck", "--seed", "-1")
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "FAIL" not in result.output
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["trian"], "No such command 'trian'. Did you mean 'train'?"),
+    (["train", "configs/karate.yaml", "--epochs", "1e3"], "Invalid value for '--epochs'"),
+    (["train", "--nope"], "No such option: --nope"),
+    (["datasets", "info"], "Missing argument 'NAME_OR_PATH'"),
+])
+def test_a_usage_mistake_is_one_error_line_and_exit_2(args, needle):
+    """The entry point (not typer's framed box): one `error:` line naming the mistake and
+    where the help is, exit 2, no traceback."""
+    done = run_cli(*args)
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], lines
+    assert "--help)" in lines[0] and not done.stdout
