@@ -1,5 +1,5 @@
 """`python -m mgsparse` runs the command-line tool."""
 
-from mgsparse.cli import main
+from mgsparse._entry import main
 
 main()

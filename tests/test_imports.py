@@ -50,9 +50,10 @@ MAY_IMPORT["run"] = BELOW_RUN | {"distributed"}
 MAY_IMPORT["checks"] = set(BELOW_RUN)
 MAY_IMPORT["bench"] = BELOW_RUN | {"distributed", "run"}
 MAY_IMPORT["cli"] = BELOW_RUN | {"distributed", "run", "bench", "checks"}
-MAY_IMPORT["__main__"] = {"cli"}
-# the root re-exports the engine and sparse: importing it is importing them
-MAY_IMPORT["mgsparse"] = {"engine", "sparse", "errors"}
+MAY_IMPORT["_entry"] = {"cli"}  # the console script: the CLI loaded where Ctrl-C is clean
+MAY_IMPORT["__main__"] = {"_entry"}
+# the root re-exports the engine and sparse lazily (module __getattr__): no import statement
+MAY_IMPORT["mgsparse"] = set()
 THIRD_PARTY_ONLY_IN = {"typer": {"cli"}, "rich": {"cli"}, "matplotlib": {"cli"},
                        "mpi4py": {"distributed"}, "pymetis": {"data"}}
 LAZY_ONLY = {"matplotlib", "mpi4py", "pymetis"}  # optional extras: inside functions only
@@ -167,7 +168,7 @@ print(json.dumps(sorted(sys.modules)))
 """
 
 
-PACKAGES = [p for p in TOP_LEVEL if p != "__main__"]
+PACKAGES = [p for p in TOP_LEVEL if p not in ("__main__", "_entry")]
 
 
 @pytest.fixture(scope="module")
@@ -205,12 +206,16 @@ def test_the_run_layer_loads_no_cli_and_no_plotting(loaded):
                 or m in ("mgsparse.cli", "mgsparse.cli.plots", "mgsparse.bench")}
 
 
-def test_package_root_does_not_load_the_cli():
-    probe = "import json, sys, mgsparse; print(json.dumps(sorted(sys.modules)))"
+def test_package_root_loads_nothing_until_used_and_never_the_cli():
+    """`import mgsparse` loads no numpy (the entry point starts at once); the public surface
+    loads the engine and sparse on first use, and never the CLI."""
+    probe = ("import json, sys, mgsparse; bare = sorted(sys.modules); mgsparse.Tensor; "
+             "mgsparse.SparseTensor; print(json.dumps([bare, sorted(sys.modules)]))")
     done = subprocess.run([sys.executable, "-c", probe],
                           check=False, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    loaded = set(json.loads(done.stdout))
+    bare, loaded = map(set, json.loads(done.stdout))
+    assert "numpy" not in bare and not {m for m in bare if m.startswith("mgsparse.")}
     assert "mgsparse.engine" in loaded and "mgsparse.sparse" in loaded
     assert not {m for m in loaded if m.split(".")[0] in ("typer", "rich", "matplotlib")
                 or m.startswith(("mgsparse.cli", "mgsparse.run", "mgsparse.bench"))}

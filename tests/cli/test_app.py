@@ -101,3 +101,23 @@ def test_a_usage_mistake_is_one_error_line_and_exit_2(args, needle):
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], lines
     assert "--help)" in lines[0] and not done.stdout
+
+
+def test_ctrl_c_while_the_command_line_loads_exits_130_without_a_traceback():
+    """The console script loads numpy, scipy, typer and rich inside `mgsparse._entry`, where
+    a KeyboardInterrupt is a clean exit (here raised by the import system itself, exactly
+    where a Ctrl-C during loading lands)."""
+    probe = """
+import sys
+class Interrupting:
+    def find_spec(self, name, path=None, target=None):
+        if name == "mgsparse.cli":
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, Interrupting())
+from mgsparse._entry import main
+main()
+"""
+    done = subprocess.run([sys.executable, "-c", probe], check=False, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 130, done.stderr
+    assert "Traceback" not in done.stderr and "interrupted while starting" in done.stderr
