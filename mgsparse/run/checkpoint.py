@@ -24,7 +24,7 @@ import scipy
 
 import mgsparse
 from mgsparse.data.atomic import atomic_write
-from mgsparse.errors import DataError
+from mgsparse.errors import DataError, InputFileError
 from mgsparse.run.results import EpochStats, TrainResult
 from mgsparse.run.task import ACCURACY_METRICS, TaskMetrics
 
@@ -139,7 +139,10 @@ def read_metrics(out_dir: str | Path) -> dict[str, Any]:
     """metrics.json of a run folder, checked for the parts `evaluate` reads."""
     path = Path(out_dir) / METRICS
     if not path.is_file():
-        raise DataError(f"{path} not found: pass the --out folder of a finished `mgsparse train`")
+        # a folder that was never a run folder is a usage mistake (exit 2); a run folder
+        # whose files are damaged stays a runtime failure (exit 1, below)
+        raise InputFileError(f"{path} not found: {out_dir} is not a run folder; pass the "
+                             "--out folder of a finished `mgsparse train`")
     try:
         metrics = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:

@@ -105,7 +105,7 @@ def test_json_summary_and_memory_report(cli):
 
 
 def test_evaluate_without_a_run_folder_fails_cleanly(cli, tmp_path):
-    one_line_error(cli("evaluate", tmp_path), 1, "metrics.json")
+    one_line_error(cli("evaluate", tmp_path), 2, "metrics.json", "is not a run folder")
 
 
 @pytest.fixture
