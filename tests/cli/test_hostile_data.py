@@ -121,7 +121,8 @@ def test_datasets_info_on_a_pipe_is_refused_without_reading(cli, tmp_path):
 
 def test_a_small_archive_is_not_accepted_as_ogbn_arxiv(cli, tmp_path, monkeypatch):
     """The tiny archive (6 nodes) in arxiv's layout: refused by its counts, nothing pinned, so
-    the next download can still get the real one (exit 1: a damaged download)."""
+    the next download can still get the real one (exit 2: the archive came from the user's own
+    folder, as a TU zip from one does; from a URL it is a damaged download, exit 1)."""
     monkeypatch.setenv("MGSPARSE_DATA", str(tmp_path / "data"))
     names = ogb.DATASETS["ogbn-arxiv"].members()
     tiny = ogb.OgbSpec("ogbn-tiny", "tiny", "time", 6, 8, 3, 2, (2, 2, 2), directed=True)
@@ -133,7 +134,7 @@ def test_a_small_archive_is_not_accepted_as_ogbn_arxiv(cli, tmp_path, monkeypatc
     mirror.mkdir()
     (mirror / "arxiv.zip").write_bytes(zip_bytes(members))
     result = cli("datasets", "download", "ogbn-arxiv", "--url", mirror)
-    one_line_error(result, 1, "arxiv.zip:arxiv/raw/num-node-list.csv.gz: 6 nodes, but the "
+    one_line_error(result, 2, "arxiv.zip:arxiv/raw/num-node-list.csv.gz: 6 nodes, but the "
                               "dataset has 169,343")
     raw = tmp_path / "data" / "ogbn_arxiv" / "raw"
     assert not raw.exists() or list(raw.iterdir()) == []

@@ -64,7 +64,7 @@ from mgsparse.data.graph import Graph, undirected_edges
 from mgsparse.data.sources import Source, check_split, finish
 from mgsparse.data.sources.ogb_io import TooLarge, check_declared_sizes, read_csv_gz
 from mgsparse.data.transforms import index_to_mask
-from mgsparse.errors import ConfigError, DataError
+from mgsparse.errors import ConfigError, DataError, InputFileError
 
 DEFAULT_URL = "https://snap.stanford.edu/ogb/data/nodeproppred/"
 URL_ENV = "MGSPARSE_OGB_URL"
@@ -143,7 +143,8 @@ def download(name: str, root: str | Path | None = None, url: str | None = None,
     spec = check_name(name)
     check_directed(spec, directed)
     dest = archive_path(spec.name, root)
-    source = source_of(resolve_url(url), dest.name)
+    base = resolve_url(url)
+    source = source_of(base, dest.name)
     recorded = recorded_sha256(dest)
     with dl.mirror_hint(MIRROR_HINT):
         if recorded is not None:  # the cache, or a fresh download, must be the first archive
@@ -154,9 +155,11 @@ def download(name: str, root: str | Path | None = None, url: str | None = None,
     try:
         check_archive(dest, spec)
         processed_graph(spec, root, directed, dest, dl.sha256_file(dest))
-    except DataError:
+    except DataError as exc:
         dest.unlink(missing_ok=True)  # never keep, and never trust, a damaged first archive
-        raise
+        if dl.is_remote(base):
+            raise
+        raise InputFileError(str(exc)) from None  # the user's own folder: theirs to fix
     dl.record_sha256(dest)
     return dest
 
