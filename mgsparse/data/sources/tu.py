@@ -82,6 +82,7 @@ class TuSpec:
     num_graphs: int
     num_nodes: int
     num_classes: int
+    num_edge_lines: int | None = None  # lines of NAME_A.txt (directed), where documented
 
     @property
     def max_bytes(self) -> int:
@@ -90,9 +91,9 @@ class TuSpec:
 
 
 DATASETS: dict[str, TuSpec] = {s.name: s for s in (
-    TuSpec("mutag", "MUTAG", 188, 3_371, 2),
-    TuSpec("nci1", "NCI1", 4_110, 122_747, 2),
-    TuSpec("nci109", "NCI109", 4_127, 122_494, 2),
+    TuSpec("mutag", "MUTAG", 188, 3_371, 2, 7_442),
+    TuSpec("nci1", "NCI1", 4_110, 122_747, 2, 265_506),
+    TuSpec("nci109", "NCI109", 4_127, 122_494, 2, 265_208),
     TuSpec("proteins", "PROTEINS", 1_113, 43_471, 2),
     TuSpec("enzymes", "ENZYMES", 600, 19_580, 6),
     TuSpec("dd", "DD", 1_178, 334_925, 2),

@@ -213,6 +213,8 @@ def read_archive(path: Path, spec) -> GraphSet:
     node_ptr = node_pointers(indicator[:, 0], spec.num_graphs, f"{name}:{ind_member}",
                              lab_member)
     check_edges(pairs, indicator[:, 0], f"{name}:{a_member}")
+    if spec.num_edge_lines is not None:  # after the line-by-line checks, which say more
+        _count(pairs, spec.num_edge_lines, f"{name}:{a_member}", "edge lines", spec.title)
     x = features(node_labels, attributes, spec, f"{name}:{nl_member}", f"{name}:{at_member}")
     edge_index = undirected_edges(pairs[:, 0] - 1, pairs[:, 1] - 1, spec.num_nodes)
     edge_ptr = np.searchsorted(edge_index[0], node_ptr).astype(np.int64)

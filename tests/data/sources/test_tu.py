@@ -26,7 +26,7 @@ A = [(1, 2), (2, 1), (2, 3), (3, 2), (1, 3), (3, 1), (4, 5), (5, 4),
 INDICATOR = [1, 1, 1, 2, 2, 3, 3, 3, 3]
 GRAPH_LABELS = [-1, 1, 1]
 NODE_LABELS = [2, 3, 4, 2, 2, 3, 3, 4, 2]
-TINY = tu.TuSpec("tiny", "TINY", 3, 9, 2)
+TINY = tu.TuSpec("tiny", "TINY", 3, 9, 2, len(A))
 
 
 def lines(rows) -> bytes:
@@ -150,6 +150,8 @@ DAMAGE = {
                          WHERE + r"A\.txt line 6: edge 3, 4 joins graph 1 to graph 2"),
     "node id out of range": ({"A": lines([*A, (9, 10)])},
                              WHERE + r"A\.txt line 15: node id out of range in \[9, 10\]"),
+    "an edge line short": ({"A": lines(A[:-2])},
+                           WHERE + r"A\.txt: 12 lines, but TINY has 14 edge lines"),
     "non-numeric line": ({"A": lines(A[:2]) + b"2, three\n" + lines(A[3:])},
                          WHERE + r"A\.txt line 3: 'three' is not an integer"),
     "three columns": ({"A": lines(A[:7]) + b"4, 5, 6\n" + lines(A[8:])},
