@@ -1,7 +1,8 @@
 """APPNP and SGC on Cora (public split, ten seeds) through the library as `mgsparse train`
 runs them, against the floors of their papers' figures. Slow: deselect with -m 'not slow'.
 
-GCNII (configs/cora-gcnii.yaml, 64 layers) is not here: ten seeds take tens of minutes."""
+GCNII (configs/cora-gcnii.yaml, 64 layers) is not here: its ten seeds take 15-25 minutes of
+one idle core (docs/models.md, "GCNII's cost")."""
 
 from __future__ import annotations
 
