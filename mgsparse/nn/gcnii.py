@@ -12,7 +12,7 @@ reports 85.5 % on Cora with 64 layers, hidden 64, α = 0.1, λ = 0.5, dropout 0.
 Cost: each layer is one op (`GCNIIStep`): a sparse product, the mixing, one (N, F) × (F, F)
 product with M = (1 − β) I + β W formed at (F, F), and the relu, with α H⁽⁰⁾ formed once per
 forward for all 64 layers. Â stays a `SparseTensor` (Cora: 13,264 stored values, never
-densified, where dense it would be 29 MB) and is normalised once per forward, not per layer.
+densified, where dense it would be 29 MB), looked up once per forward, not once per layer.
 The backward keeps, per layer, the mixed rows (N, F) and two boolean masks (the dropout's and
 the relu's), not the seven intermediates the engine's ops would record: on Cora with 64
 layers of 64, float32, `mgsparse train configs/cora-gcnii.yaml --epochs 4` prints a peak
