@@ -2,7 +2,7 @@
 runs them, against the floors of their papers' figures, and the 3-layer GCN with batch norm
 and a residual against the 2-layer GCN. Slow: deselect with -m 'not slow'.
 
-GCNII (configs/cora-gcnii.yaml, 64 layers) is not here: its ten seeds take 15-25 minutes of
+GCNII (configs/cora-gcnii.yaml, 64 layers) is not here: its ten seeds take 10-25 minutes of
 one idle core (docs/models.md, "GCNII's cost")."""
 
 from __future__ import annotations
