@@ -24,6 +24,7 @@ from mgsparse.engine import Tensor, Value
 from mgsparse.nn import functional as F
 from mgsparse.nn.gat import GATConv
 from mgsparse.nn.gcn import GCN, GCNConv, normalized_adjacency
+from mgsparse.nn.gcnii import GCNIILayer
 from mgsparse.nn.module import Module
 from mgsparse.nn.sage import SAGEConv
 
@@ -161,6 +162,22 @@ def _gcn_learning_edge_weights(rng, f_in, f_out, edges):
                learn_edge_weight=True).eval()
 
 
+def _gcnii(rng, f_in, f_out, edges):
+    """A GCNII layer at depth 2 (its width is the input's: x₀ = x, the first layer's case)."""
+    return GCNIILayer(f_in, alpha=0.2, theta=0.5, layer=2, rng=rng, dtype=np.float64)
+
+
+def _gcnii_step(adjacency: Callable) -> Callable:
+    """relu(((1 − α) Â x + α x) M): the fused op for a sparse Â, the engine's ops for dense."""
+    def call(m: GCNIILayer, x: Tensor, edges: np.ndarray) -> Tensor:
+        return m.step(x, x * m.alpha, adjacency(edges, x.shape[0]), relu=True)
+    return call
+
+
+def _sparse_adj(edges: np.ndarray, n: int):
+    return normalized_adjacency(edges, n, dtype=np.float64)
+
+
 def _call(m: Module, x: Tensor, edges: np.ndarray, *rest: Tensor) -> Tensor:
     return m(x, edges, *rest)
 
@@ -174,6 +191,8 @@ LAYERS: list[Case] = [
     layer("gat_conv_mean", _gat(concat=False), _call),
     layer("sage_conv", _sage(normalize=False), _call),
     layer("sage_conv_normalize", _sage(normalize=True), _call),
+    layer("gcnii_layer", _gcnii, _gcnii_step(_sparse_adj),
+          dense=_gcnii_step(lambda edges, n: _sparse_adj(edges, n).to_tensor())),
 ]
 
 CASES: list[Case] = [*LOSSES, *LAYERS]

@@ -104,6 +104,7 @@ class OptimConfig:
     nesterov: bool = False
     betas: tuple[float, float] = _num((0.9, 0.999), ge=0, lt=1)
     weight_decay_first_layer_only: bool = True
+    conv_weight_decay: float | None = _num(None, ge=0)  # gcnii: its convolutions' own decay
     # the learning rate per epoch: none (constant) | step: × gamma every step_size epochs |
     # cosine: linear warmup, then a half cosine to min_lr | plateau: × gamma after
     # plateau_patience epochs without a better selection metric, not below min_lr

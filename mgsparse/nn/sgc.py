@@ -7,12 +7,12 @@ non-linearities removed collapses to one linear model on propagated features.
 epoch is then one (N, F) × (F, C) product, logistic regression on smoothed features. Wu et al.
 report 81.0 % on Cora with K = 2.
 
-The cache is per model (per run): a run of `--runs 10` builds ten models and propagates ten
-times. That is cheap beside training: K sparse products costing K · nnz(Â) · F at most (Cora's
-sparse bag-of-words features: a few milliseconds), against 100 or more epochs. It is kept with
-the operands it came from (the same features object and the same Â object, or an edge list
-equal by value) and never used for others. With features that require a gradient, the
-propagation is recorded instead (nothing cached), so gradients reach X too.
+The cache is per model; a full-batch task (run/tasks/nodes.py) computes Âᴷ X with the
+first model of a series and hands it to the others (`set_propagated`): one propagation for
+`--runs 10`. A cached product is kept with the operands it came from (the same features
+object and the same Â object, or an edge list equal by value) and never used for others.
+With features that require a gradient, the propagation is recorded instead (nothing
+cached), so gradients reach X too.
 
 No block form: the product reads K hops of the whole graph (`nn.block.block_support`).
 """

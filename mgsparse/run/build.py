@@ -13,7 +13,7 @@ import numpy as np
 import mgsparse.nn
 from mgsparse.catalog import MODELS
 from mgsparse.config import ModelConfig, OptimConfig
-from mgsparse.errors import MemoryBudgetError
+from mgsparse.errors import ConfigError, MemoryBudgetError
 from mgsparse.nn.module import Module
 from mgsparse.optim import SGD, Adam, AdamW, Optimizer, make_schedule
 from mgsparse.optim.schedules import Schedule
@@ -48,14 +48,29 @@ def first_layer_parameters(model: Module) -> list:
     return [p for name, p in first.named_parameters() if name.startswith("0.")]
 
 
+def decay_groups(o: OptimConfig, model: Module) -> list[dict] | None:
+    """The model's own parameter groups when `optim.conv_weight_decay` is set: a model whose
+    convolutions are apart from its dense layers (`param_groups`, GCNII) decays them apart."""
+    if o.conv_weight_decay is None:
+        return None
+    if not hasattr(model, "param_groups"):
+        raise ConfigError(f"optim.conv_weight_decay: {type(model).__name__} does not separate its "
+                          "convolutions from its dense layers (gcnii does); set it to null")
+    if o.weight_decay_first_layer_only:
+        raise ConfigError("optim.conv_weight_decay and optim.weight_decay_first_layer_only: true "
+                          "both choose the decayed parameters; set the latter to false")
+    return model.param_groups(o.weight_decay, o.conv_weight_decay)
+
+
 def build_optimizer(o: OptimConfig, model: Module) -> Optimizer:
     params = model.parameters()
-    if o.weight_decay_first_layer_only and o.weight_decay > 0:
+    groups = decay_groups(o, model)
+    if groups is None and o.weight_decay_first_layer_only and o.weight_decay > 0:
         first = {id(p) for p in first_layer_parameters(model)}
         groups = [{"params": [p for p in params if id(p) in first], "weight_decay": o.weight_decay},
                   {"params": [p for p in params if id(p) not in first], "weight_decay": 0.0}]
         groups = [g for g in groups if g["params"]]
-    else:
+    elif groups is None:
         groups = [{"params": params, "weight_decay": o.weight_decay}]
     if o.name == "sgd":
         return SGD(groups, lr=o.lr, momentum=o.momentum, nesterov=o.nesterov)

@@ -51,6 +51,7 @@ class OneRank:
     (["model.kind=gat"], "partitioned training runs GCN only (model.kind: gcn), not model.kind"),
     (["model.kind=sage"], "not model.kind 'sage'"),
     (["model.learn_edge_weight=true"], "model.learn_edge_weight: true rebuilds the whole graph's"),
+    (["model.norm=batch"], "model.norm: batch would normalise each rank's rows with that rank's"),
     (["train.batch_size=64"], "train.batch_size: 64 samples mini-batches; partitioned training"),
     (["train.receptive_field=true"], "train.receptive_field: true cannot apply: partitioned"),
 ])

@@ -1,5 +1,6 @@
-"""GCNII: one layer against its dense formula, β_l = log(λ/l + 1), gradients through a deep
-stack, the initial residual at depth, and 64 layers kept sparse."""
+"""GCNII: one layer against its dense formula, β_l = log(λ/l + 1), the fused layer op against
+the engine's ops, gradients through a deep stack, the initial residual at depth, 64 layers
+kept sparse, and the paper's two weight-decay groups."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from mgsparse import SparseTensor, Tensor
+from mgsparse import SparseTensor, Tensor, gradcheck
 from mgsparse.errors import HyperparameterError
-from mgsparse.nn.gcnii import GCNII, GCNIILayer
+from mgsparse.nn.gcnii import GCNII, GCNIILayer, GCNIIStep
 from tests.nn.model_check import model_gradcheck
 from tests.nn.test_gcn import EDGE_INDEX, N, dense_norm_adj
 
@@ -26,6 +27,45 @@ def test_one_layer_is_the_formula(rng):
     sparse = conv(Tensor(x), Tensor(x0), SparseTensor.from_dense(dense_norm_adj())).data
     np.testing.assert_allclose(dense, want, atol=1e-12)
     np.testing.assert_allclose(sparse, want, atol=1e-12)
+
+
+@pytest.mark.parametrize("relu", [True, False])
+def test_the_fused_layer_is_the_engine_ops(rng, relu):
+    """`GCNIIStep` (a constant sparse Â) and the composed ops (a dense Â) agree on the output
+    and on the gradients of x, a₀ = α x₀ and W, with and without the fused relu."""
+    conv = GCNIILayer(4, alpha=0.2, theta=0.5, layer=2, rng=rng, dtype=np.float64)
+    x, a0, g = (rng.standard_normal((N, 4)) for _ in range(3))
+    results = []
+    for adj in (SparseTensor.from_dense(dense_norm_adj()), Tensor(dense_norm_adj())):
+        xt, a0t = Tensor(x, requires_grad=True), Tensor(a0, requires_grad=True)
+        conv.weight.grad = None
+        y = conv.step(xt, a0t, adj, relu=relu)
+        (y * Tensor(g)).sum().backward()
+        fused = y._ctx is not None and y._ctx.fn is GCNIIStep
+        results.append((fused, y.data, xt.grad, a0t.grad, conv.weight.grad.copy()))
+    (fused, *got), (composed, *want) = results
+    assert fused and not composed
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, atol=1e-12)
+
+
+def test_the_fused_layer_passes_gradcheck(rng):
+    conv = GCNIILayer(3, alpha=0.1, theta=0.5, layer=1, rng=rng, dtype=np.float64)
+    adj = SparseTensor.from_dense(dense_norm_adj())
+    result = gradcheck(lambda x, a0, w: GCNIIStep.apply(x, a0, w, adj.values.data,
+                                                        adj._structure, 0.1, conv.beta, True),
+                       [Tensor(rng.standard_normal((N, 3)) + 0.1, requires_grad=True),
+                        Tensor(rng.standard_normal((N, 3)), requires_grad=True),
+                        Tensor(rng.standard_normal((3, 3)), requires_grad=True)])
+    assert result.passed and result.max_abs_err < 1e-7
+
+
+def test_the_paper_decay_groups(rng):
+    model = GCNII(5, 4, 3, layers=3, rng=rng)
+    convs, linears = model.param_groups(5e-4, 0.01)
+    assert convs["weight_decay"] == 0.01 and linears["weight_decay"] == 5e-4
+    assert [id(p) for p in convs["params"]] == [id(c.weight) for c in model.convs]
+    assert len(linears["params"]) == 4  # two Linear layers' weights and biases
 
 
 def test_identity_mapping_shrinks_with_depth():

@@ -3,11 +3,14 @@ arguments; the GCN recipe's weight decay on the first layer only."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from mgsparse import nn
 from mgsparse.catalog import MODELS
+from mgsparse.errors import ConfigError
 from mgsparse.optim import SGD, Adam, AdamW
 from mgsparse.run.build import build_model, build_optimizer, first_layer_parameters
 from tests.conftest import make_config
@@ -60,6 +63,33 @@ def test_weight_decay_everywhere_when_not_first_layer_only():
     model = build_model(config.model, 34, 2, np.random.default_rng(0))
     opt = build_optimizer(config.optim, model)
     assert len(opt.param_groups) == 1 and opt.param_groups[0]["weight_decay"] == 0.01
+
+
+def test_gcnii_decays_its_convolutions_apart():
+    """The paper's groups: 0.01 on the convolutions, weight_decay on the two Linear layers."""
+    config = make_config(model={"kind": "gcnii", "hidden": 8, "layers": 4},
+                         optim={"weight_decay": 5e-4, "conv_weight_decay": 0.01,
+                                "weight_decay_first_layer_only": False})
+    model = build_model(config.model, 34, 2, np.random.default_rng(0))
+    decays = {id(p): g["weight_decay"] for g in build_optimizer(config.optim, model).param_groups
+              for p in g["params"]}
+    assert set(decays) == {id(p) for p in model.parameters()}
+    assert {decays[id(c.weight)] for c in model.convs} == {0.01}
+    assert {decays[id(p)] for p in model.linears.parameters()} == {5e-4}
+
+
+@pytest.mark.parametrize("model, optim, needle", [
+    ({"kind": "gcn"}, {"weight_decay_first_layer_only": False},
+     "optim.conv_weight_decay: GCN does not separate its convolutions from its dense layers"),
+    ({"kind": "gcnii"}, {"weight_decay_first_layer_only": True},
+     "optim.conv_weight_decay and optim.weight_decay_first_layer_only: true both choose"),
+])
+def test_conv_weight_decay_it_cannot_honour_is_refused(model, optim, needle):
+    config = make_config(model=model, optim={"conv_weight_decay": 0.01, **optim})
+    built = build_model(config.model, 34, 2, np.random.default_rng(0))
+    with pytest.raises(ConfigError, match=re.escape(needle)) as info:
+        build_optimizer(config.optim, built)
+    assert info.value.exit_code == 2 and "\n" not in str(info.value)
 
 
 @pytest.mark.parametrize("name, cls", [("sgd", SGD), ("adam", Adam), ("adamw", AdamW)])

@@ -54,6 +54,10 @@ def check_partitioned_model(config: Config) -> None:
         raise ConfigError(f"{config.source}: model.learn_edge_weight: true rebuilds the whole "
                           f"graph's Â every step; partitioned training keeps each part's rows "
                           f"of Â fixed (set learn_edge_weight: false)")
+    if m.norm == "batch":
+        raise ConfigError(f"{config.source}: model.norm: batch would normalise each rank's rows "
+                          f"with that rank's own statistics, not the whole graph's (use "
+                          f"model.norm: layer, which reads each row alone, or none)")
 
 
 def check_partitioned(config: Config) -> None:

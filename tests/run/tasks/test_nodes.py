@@ -210,3 +210,21 @@ def test_a_layer_without_a_block_form_asked_to_run_on_blocks_is_one_config_error
     message = str(caught.value)
     assert "\n" not in message and message.endswith(setting)
     assert "MySAGEConv has no block form (an on_block method)" in message
+
+
+def test_an_sgc_series_propagates_its_features_once(karate, monkeypatch):
+    """Âᴷ X is computed by the first model of a series and handed to the others: one
+    propagation for --runs 10, the product the same object in every model."""
+    import mgsparse.nn.sgc as sgc_module
+
+    calls = []
+    real = sgc_module.sgc_features
+    monkeypatch.setattr(sgc_module, "sgc_features", lambda *a: calls.append(1) or real(*a))
+    task = GraphTask(make_config(model={"kind": "sgc", "k": 2}), karate, dtype=np.float64)
+    models = [task.build_model(np.random.default_rng(seed)) for seed in range(3)]
+    logits = [task.logits(m) for m in models]
+    assert len(calls) == 1 and all(m._cache[3] is models[0]._cache[3] for m in models)
+    want = np.linalg.matrix_power(np.asarray(task.operand.data), 2) @ np.asarray(
+        task.features.data if isinstance(task.features, Tensor) else task.features.to_dense())
+    np.testing.assert_allclose(np.asarray(models[2]._cache[3].data), want, rtol=1e-10)
+    assert logits[0].shape == (34, 2)
