@@ -23,8 +23,9 @@ import numpy as np
 import scipy
 
 import mgsparse
+from mgsparse.config import Config, config_from_dict
 from mgsparse.data.atomic import atomic_write
-from mgsparse.errors import DataError, InputFileError
+from mgsparse.errors import ConfigError, DataError, InputFileError
 from mgsparse.run.results import EpochStats, TrainResult
 from mgsparse.run.task import ACCURACY_METRICS, TaskMetrics
 
@@ -183,3 +184,19 @@ def read_params(out_dir: str | Path, filename: str) -> dict[str, np.ndarray]:
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, AttributeError) as e:
         raise DataError(f"{path} is damaged ({type(e).__name__}: {e}); train again "
                         "with --out") from None
+
+
+def saved_runs(out_dir: str | Path) -> tuple[Config, list[dict]]:
+    """The config a run folder was trained with and metrics.json's entries of the runs that
+    kept parameters (what `evaluate` and `predict` restore). A folder that does not read back
+    whole is a damaged one (exit 1)."""
+    path = Path(out_dir) / METRICS
+    metrics = read_metrics(out_dir)
+    try:
+        config = config_from_dict(metrics["config"], source=str(path))
+    except ConfigError as e:  # an edited file, not a usage error
+        raise DataError(f"{path} is damaged: {e}") from None
+    saved = [run for run in metrics["runs"] if run.get("params")]
+    if not saved:
+        raise DataError(f"{path} lists no saved parameters")
+    return config, saved

@@ -24,13 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
-from mgsparse.config import Config, config_from_dict
+from mgsparse.config import Config
 from mgsparse.data.atomic import atomic_write
 from mgsparse.data.user import load_node_ids
 from mgsparse.engine import no_grad
 from mgsparse.errors import ConfigError, DataError, MgsparseError
 from mgsparse.nn.module import Module
-from mgsparse.run.checkpoint import METRICS, read_metrics, read_params
+from mgsparse.run.checkpoint import METRICS, read_params, saved_runs
 from mgsparse.run.kinds import make_task
 from mgsparse.run.task import Progress, Task
 from mgsparse.run.tasks.nodes import NodeTask
@@ -64,14 +64,7 @@ def saved_run(out_dir: str | Path, run: int | None = None) -> tuple[Config, dict
     """(config, metrics.json's entry of the run, its parameters): `run`, or the first run
     that kept parameters. A folder that does not read back whole is a damaged one."""
     path = Path(out_dir) / METRICS
-    metrics = read_metrics(out_dir)
-    try:
-        config = config_from_dict(metrics["config"], source=str(path))
-    except ConfigError as e:  # an edited file, not a usage error
-        raise DataError(f"{path} is damaged: {e}") from None
-    saved = [r for r in metrics["runs"] if r.get("params")]
-    if not saved:
-        raise DataError(f"{path} lists no saved parameters")
+    config, saved = saved_runs(out_dir)
     chosen = next((r for r in saved if run is None or r["run"] == run), None)
     if chosen is None:
         raise ConfigError(f"--run {run}: {path} kept parameters of runs "
