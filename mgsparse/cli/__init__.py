@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import sys
 
 import typer
@@ -97,6 +98,22 @@ def main() -> None:
     (its own rendering is a framed box of usage and hints); a command's `typer.Exit` comes
     back as its code."""
     _tolerant_streams()
+    try:
+        _run(app)
+    finally:
+        _late_signals_ignored()
+
+
+def _late_signals_ignored() -> None:
+    """A command that was stopped leaves a do-nothing handler for late signals; this process
+    is exiting now, and the interpreter's shutdown restores the default action, which a late
+    Ctrl-C would turn into a kill: ignore them (SIG_IGN) for the rest of its life."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(s) is train.late_signal:
+            signal.signal(s, signal.SIG_IGN)
+
+
+def _run(app: typer.Typer) -> None:
     try:
         code = app(standalone_mode=False)
         sys.stdout.flush()

@@ -91,7 +91,14 @@ def _signals_end_epoch() -> Iterator[_Signals]:
         yield state
     finally:  # an interrupted command is only exiting now: a late signal must not kill it
         for s, old in previous.items():  # with a traceback or the wrong status
-            signal.signal(s, old if state.received is None else signal.SIG_IGN)
+            signal.signal(s, old if state.received is None else late_signal)
+
+
+def late_signal(signum: int, frame: object) -> None:
+    """A signal after the run was stopped changes nothing. A handler, not SIG_IGN: an ignored
+    signal would stay ignored in every process this one starts (an exec keeps SIG_IGN), so a
+    child started later, in a test runner that ran this command, could never be stopped. The
+    entry point (`mgsparse.cli.main`) turns it into SIG_IGN as the process exits."""
 
 
 def _downloads(silent: bool):

@@ -129,3 +129,22 @@ def test_an_abort_between_runs_reports_and_keeps_the_runs_written(cli, tmp_path,
     result = cli("train", CONFIGS / "karate.yaml", "--epochs", "3", "--quiet", "--out", never)
     one_line_error(result, 130, "interrupted before a run finished: nothing to save")
     assert not never.exists()
+
+
+def test_a_stopped_run_leaves_no_signal_ignored_for_the_processes_started_later():
+    """After a stopped run, late signals change nothing in this process, through a handler:
+    SIG_IGN would be inherited by every process started later (a test runner's children)."""
+    import signal
+
+    from mgsparse.cli.train import _signals_end_epoch
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with _signals_end_epoch() as state:
+            state.received = signal.SIGINT  # as the handler records a Ctrl-C
+        for s, old in before.items():
+            assert signal.getsignal(s) not in (signal.SIG_IGN, old), s
+            assert callable(signal.getsignal(s))
+    finally:
+        for s, old in before.items():
+            signal.signal(s, old)
