@@ -138,12 +138,17 @@ def test_a_stopped_run_leaves_no_signal_ignored_for_the_processes_started_later(
 
     from mgsparse.cli.train import _signals_end_epoch
 
+    def earlier(signum, frame):  # what the process had before the command ran
+        raise AssertionError("not called")
+
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
+        for s in before:
+            signal.signal(s, earlier)
         with _signals_end_epoch() as state:
             state.received = signal.SIGINT  # as the handler records a Ctrl-C
-        for s, old in before.items():
-            assert signal.getsignal(s) not in (signal.SIG_IGN, old), s
+        for s in before:
+            assert signal.getsignal(s) not in (signal.SIG_IGN, earlier), s
             assert callable(signal.getsignal(s))
     finally:
         for s, old in before.items():
