@@ -11,6 +11,9 @@ import pytest
 from mgsparse.bench import run as bench_run
 from tests.conftest import one_line_error
 
+# timed benchmark runs of 1-3 s each: the whole suite runs them, `-m 'not slow'` does not
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def run(cli):

@@ -16,8 +16,9 @@ import pytest
 
 from tests.conftest import CONFIGS, one_line_error
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/status").is_file(),
-                                reason="needs Linux /proc")
+pytestmark = [pytest.mark.skipif(not Path("/proc/self/status").is_file(),
+                                 reason="needs Linux /proc"),
+              pytest.mark.slow]  # real subprocesses of ~2 s each: `-m 'not slow'` skips them
 
 
 def _catches(pid: int, signum: int) -> bool:

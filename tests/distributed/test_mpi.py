@@ -32,6 +32,9 @@ from mgsparse.run.task import shuffle_generator
 from mgsparse.run.tasks.nodes import GraphTask
 from tests.distributed.conftest import SMALL
 
+# real subprocesses of 1-7 s each: the whole suite runs them, `-m 'not slow'` does not
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("worker.py")
 MPIEXEC = shutil.which("mpiexec", path=f"{Path(sys.executable).parent}{os.pathsep}"

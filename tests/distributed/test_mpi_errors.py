@@ -20,6 +20,9 @@ import pytest
 from tests.distributed.conftest import REPO, SMALL
 from tests.distributed.test_mpi import MPIEXEC, finish, launch
 
+# real subprocesses of 1-7 s each: the whole suite runs them, `-m 'not slow'` does not
+pytestmark = pytest.mark.slow
+
 SYNTHETIC = str(REPO / "configs" / "synthetic.yaml")
 
 

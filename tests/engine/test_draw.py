@@ -170,6 +170,7 @@ def test_over_the_limit_returns_a_summary_and_warns():
     assert to_dot(y, max_nodes=5).count("[shape=ellipse") == 4  # at the limit: drawn
 
 
+@pytest.mark.slow  # builds a million Values (~5 s)
 def test_a_million_value_chain_is_summarised_not_drawn():
     v = Value(0.0)
     for _ in range(999_999):
