@@ -14,7 +14,6 @@ import dataclasses
 import io
 import json
 import platform
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -92,22 +91,6 @@ def epochs_csv(result: TrainResult) -> str:
                              **{k: v for k, v in dataclasses.asdict(stats).items()
                                 if k != "epoch"}})
     return buffer.getvalue()
-
-
-def check_output_dir(out_dir: str | Path) -> Path:
-    """Prove before training that the run folder can be written (it, or the nearest folder
-    above it that exists, accepts a file), without creating anything: a bad path fails
-    first, not after an hour of training, and a run refused later leaves nothing behind."""
-    out = Path(out_dir)
-    existing = next((p for p in (out, *out.parents) if p.exists()), Path("."))
-    if not existing.is_dir():
-        raise DataError(f"cannot use output folder {out}: {existing} is not a folder")
-    try:
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as e:
-        raise DataError(f"cannot write into output folder {out}: {e.strerror or e}") from None
-    return out
 
 
 def output_dir(out_dir: str | Path) -> Path:
