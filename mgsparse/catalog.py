@@ -7,7 +7,8 @@ from: ``planetoid`` (downloaded and verified against embedded checksums), ``ogb`
 (downloaded, checked against the documented counts, trusted on first use),
 ``builtin`` (shipped in the package), ``generated`` (made from a seed), ``files`` (the user's
 own, named in the config). A model kind names the graph operand its layers
-read: the normalised adjacency Â (GCN), the raw edge list (GAT, GraphSAGE) or nothing (MLP).
+read: the normalised adjacency Â (GCN), the scaled Laplacian L̃ (ChebNet), the raw edge list
+(GAT, GraphSAGE) or nothing (MLP).
 
 This module imports nothing from mgsparse, so config and data (the leaves) may read it.
 """
@@ -32,7 +33,7 @@ class DatasetFacts:
 @dataclass(frozen=True)
 class ModelFacts:
     kind: str
-    operand: str | None  # "norm_adj" | "edge_index" | None: what forward(x, operand) reads
+    operand: str | None  # "norm_adj" | "cheb_lap" | "edge_index" | None: what forward reads
     description: str
     builder: str  # the class in mgsparse.nn that builds it
     options: tuple[str, ...] = ()  # model-section keys passed on to that class
@@ -42,7 +43,8 @@ class ModelFacts:
 DATASETS: dict[str, DatasetFacts] = {d.name: d for d in (
     DatasetFacts("cora", "graph", "planetoid",
                  "citation graph: 2,708 nodes, 10,556 edges, 1,433 features, 7 classes",
-                 {"gcn": 0.815, "gat": 0.830, "sgc": 0.810, "gcnii": 0.855}, title="Cora"),
+                 {"gcn": 0.815, "gat": 0.830, "sgc": 0.810, "gcnii": 0.855, "cheb": 0.812},
+                 title="Cora"),
     DatasetFacts("citeseer", "graph", "planetoid",
                  "citation graph: 3,327 nodes, 9,104 edges, 3,703 features, 6 classes",
                  {"gcn": 0.703, "gat": 0.725}, title="CiteSeer"),
@@ -104,6 +106,8 @@ MODELS: dict[str, ModelFacts] = {m.kind: m for m in (
                "et al. 2019", "SGC", ("k",), block_form=False),
     ModelFacts("gcnii", "norm_adj", "deep GCN with initial residual and identity mapping, Chen "
                "et al. 2020", "GCNII", ("alpha", "theta"), block_form=False),
+    ModelFacts("cheb", "cheb_lap", "Chebyshev spectral convolution (K terms of the scaled "
+               "Laplacian), Defferrard et al. 2016", "ChebNet", ("k",), block_form=False),
 )}
 
 DATASET_NAMES: tuple[str, ...] = tuple(DATASETS)

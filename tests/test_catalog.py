@@ -63,7 +63,7 @@ def test_every_model_kind_names_its_class_operand_and_options(kind):
     facts = MODELS[kind]
     cls = getattr(mgsparse.nn, facts.builder)
     assert inspect.isclass(cls)
-    assert facts.operand in ("norm_adj", "edge_index", None)
+    assert facts.operand in ("norm_adj", "cheb_lap", "edge_index", None)
     fields = {f.name for f in dataclasses.fields(ModelConfig)}
     parameters = inspect.signature(cls).parameters
     for option in facts.options:
@@ -73,7 +73,8 @@ def test_every_model_kind_names_its_class_operand_and_options(kind):
 def test_the_operand_each_model_reads():
     assert {k: m.operand for k, m in MODELS.items()} == {
         "gcn": "norm_adj", "gat": "edge_index", "sage": "edge_index", "gin": "edge_index",
-        "mlp": None, "appnp": "norm_adj", "sgc": "norm_adj", "gcnii": "norm_adj"}
+        "mlp": None, "appnp": "norm_adj", "sgc": "norm_adj", "gcnii": "norm_adj",
+        "cheb": "cheb_lap"}
 
 
 @pytest.mark.parametrize("kind", [k for k, m in MODELS.items() if m.operand is not None])
@@ -93,6 +94,7 @@ def test_paper_accuracies():
     assert paper_accuracy("gat", "cora") == 0.830
     assert paper_accuracy("sgc", "cora") == 0.810  # Wu et al. 2019
     assert paper_accuracy("gcnii", "cora") == 0.855  # Chen et al. 2020
+    assert paper_accuracy("cheb", "cora") == 0.812  # Kipf & Welling 2017, Chebyshev K = 2
     assert paper_accuracy("gat", "citeseer") == 0.725
     assert paper_accuracy("mlp", "cora") is None
     assert paper_accuracy("gcn", "karate") is None

@@ -22,6 +22,7 @@ from mgsparse.checks.case import Case, Size, each, leaf, normal, scalar_mean
 from mgsparse.checks.engine import op
 from mgsparse.engine import Tensor, Value
 from mgsparse.nn import functional as F
+from mgsparse.nn.cheb import ChebConv, scaled_laplacian
 from mgsparse.nn.gat import GATConv
 from mgsparse.nn.gcn import GCN, GCNConv, normalized_adjacency
 from mgsparse.nn.gcnii import GCNIILayer
@@ -178,6 +179,16 @@ def _sparse_adj(edges: np.ndarray, n: int):
     return normalized_adjacency(edges, n, dtype=np.float64)
 
 
+def _cheb(rng, f_in, f_out, edges):
+    """Three Chebyshev terms: Clenshaw's recurrence runs its loop once (K = 2 would not)."""
+    return ChebConv(f_in, f_out, k=3, rng=rng, dtype=np.float64)
+
+
+def _dense_lap(m: ChebConv, x: Tensor, edges: np.ndarray) -> Tensor:
+    """The same layer given L̃ as a dense Tensor (densified from the sparse L̃)."""
+    return m(x, scaled_laplacian(edges, x.shape[0], np.float64).to_tensor())
+
+
 def _call(m: Module, x: Tensor, edges: np.ndarray, *rest: Tensor) -> Tensor:
     return m(x, edges, *rest)
 
@@ -193,6 +204,7 @@ LAYERS: list[Case] = [
     layer("sage_conv_normalize", _sage(normalize=True), _call),
     layer("gcnii_layer", _gcnii, _gcnii_step(_sparse_adj),
           dense=_gcnii_step(lambda edges, n: _sparse_adj(edges, n).to_tensor())),
+    layer("cheb_conv", _cheb, _call, dense=_dense_lap),
 ]
 
 CASES: list[Case] = [*LOSSES, *LAYERS]

@@ -152,6 +152,7 @@ def check_combination(config: Config, where: Where) -> None:
     if config.train.receptive_field is True and not is_points(config.dataset.name):
         _check_receptive_field(config.model, _sampled(config), where)
     _check_loss(config, where)
+    _check_terms(config.model, where)
     _check_graph_classification(config, where)
     _check_schedule(config, where)
     _check_unread(config, where)
@@ -252,6 +253,14 @@ def _check_loss(config: Config, where: Where) -> None:
         raise ConfigError(f"{where(('train', 'loss'))}: train.loss {loss!r} does not "
                           f"fit model.head {head!r} (bce goes with sigmoid, "
                           f"cross_entropy with softmax, mse with either)")
+
+
+def _check_terms(model: ModelConfig, where: Where) -> None:
+    """ChebNet's model.k counts Chebyshev terms T_0 .. T_{K-1}: a filter needs one at least
+    (the section's range, >= 0, is the propagation steps of APPNP and SGC)."""
+    if model.kind == "cheb" and model.k == 0:
+        raise ConfigError(f"{where(('model', 'k'))}: model.k must be >= 1 for model.kind "
+                          f"'cheb' (Chebyshev terms; 1 is a Linear layer), got 0")
 
 
 def no_receptive_field(model: ModelConfig, sampled: bool = False) -> str | None:

@@ -87,7 +87,8 @@ class ModelConfig:
     residual: bool = False  # h + layer(h) where a layer keeps the width
     jk: Literal["none", "cat", "max", "sum"] = "none"  # jumping knowledge over every layer
     norm: Literal["none", "batch", "layer"] = "none"  # between layers, before the activation
-    k: int | None = _num(None, ge=0, le=MAX_DEPTH)  # APPNP, SGC: steps (null: 10 APPNP, 2 SGC)
+    # APPNP, SGC: propagation steps (null: 10, 2); ChebNet: Chebyshev terms, >= 1 (null: 2)
+    k: int | None = _num(None, ge=0, le=MAX_DEPTH)
     alpha: float = _num(0.1, ge=0, le=1)  # APPNP teleport, GCNII initial-residual weight
     theta: float = _num(0.5, gt=0)  # GCNII: λ of the identity mapping, β_l = log(λ/l + 1)
 

@@ -29,6 +29,7 @@ from mgsparse.config import DatasetConfig, load_config
 from mgsparse.data import Graph, load_dataset, load_section, user
 from mgsparse.data.sampler import NeighborSampler
 from mgsparse.engine import Tensor
+from mgsparse.nn.cheb import scaled_laplacian
 from mgsparse.nn.gcn import normalized_adjacency
 from mgsparse.run.budget import mb
 from mgsparse.run.field import Field, describe
@@ -91,13 +92,15 @@ Built = tuple[Any, str, float]  # (operand, placement reason, density)
 def whole_graph_operand(edge_index: np.ndarray, num_nodes: int, reads: str | None,
                         threshold: float, dtype: Any, budget: int | None,
                         edge_weight: np.ndarray | None = None) -> Built:
-    """What a model that `reads` "norm_adj", "edge_index" or nothing (None) is handed; Â
-    with A[target, source] = the edge's weight (1 without `edge_weight`)."""
+    """What a model that `reads` "norm_adj", "cheb_lap", "edge_index" or nothing (None) is
+    handed; Â with A[target, source] = the edge's weight (1 without `edge_weight`), L̃ the
+    scaled Laplacian of ChebNet (unweighted: `check_edge_weights` refuses weights for it)."""
     edge_density = edge_index.shape[1] / max(num_nodes, 1) ** 2
-    if reads == "norm_adj":
-        norm_adj = normalized_adjacency(edge_index, num_nodes, edge_weight, dtype=dtype)
-        operand, why = place(norm_adj, threshold, dtype, budget)
-        return operand, why, nnz_ratio(norm_adj)
+    if reads in ("norm_adj", "cheb_lap"):
+        matrix = (normalized_adjacency(edge_index, num_nodes, edge_weight, dtype=dtype)
+                  if reads == "norm_adj" else scaled_laplacian(edge_index, num_nodes, dtype))
+        operand, why = place(matrix, threshold, dtype, budget)
+        return operand, why, nnz_ratio(matrix)
     if reads is None:
         return None, "not used (the model reads no graph)", edge_density
     return edge_index, f"edge list ({edge_index.shape[1]:,} edges)", edge_density

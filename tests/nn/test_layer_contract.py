@@ -8,7 +8,8 @@ and for a subclass of each (which inherits the block form), in float64:
 - the bound block form passes gradcheck on a sampled rectangular block, for the input and every
   parameter, installed after binding (a block form reads its parameters when called);
 - each layer is registered and has a gradcheck case, and a subclass of it trains through
-  `make_task` and `fit` with the default config on a receptive field.
+  `make_task` and `fit` with the default config on a receptive field; a *Conv without a block
+  form (`WHOLE_GRAPH_LAYERS`) is registered there and gradchecked too.
 
 Nothing here names a count: a layer added to GRAPH_LAYERS runs through all of it with its
 defaults; VARIANTS adds settings that change a shipped layer's block computation.
@@ -33,7 +34,15 @@ from mgsparse.checks.runner import CASES as GRADCHECK_CASES
 from mgsparse.config import config_from_dict
 from mgsparse.data.sampler import NeighborSampler
 from mgsparse.errors import HyperparameterError
-from mgsparse.nn import GRAPH_LAYERS, GATConv, GCNConv, Module, ModuleList, SAGEConv
+from mgsparse.nn import (
+    GRAPH_LAYERS,
+    WHOLE_GRAPH_LAYERS,
+    GATConv,
+    GCNConv,
+    Module,
+    ModuleList,
+    SAGEConv,
+)
 from mgsparse.nn.block import block_support, gather_rows, on_block
 from mgsparse.nn.stack import EdgeListModel
 from mgsparse.run import fit, make_task
@@ -212,12 +221,15 @@ def library_graph_layers() -> set[type]:
 
 
 def test_every_graph_layer_of_the_library_is_registered_and_gradchecked():
-    found = library_graph_layers()
-    assert set(GRAPH_LAYERS) <= found  # the walk sees the shipped layers
-    assert sorted(c.__name__ for c in found - set(GRAPH_LAYERS)) == []
+    """A *Conv is in GRAPH_LAYERS (the contract above) or, without a block form, in
+    WHOLE_GRAPH_LAYERS (block_support names it); every one has a gradcheck case."""
+    found, whole = library_graph_layers(), set(WHOLE_GRAPH_LAYERS)
+    assert set(GRAPH_LAYERS) | whole <= found  # the walk sees the shipped layers
+    assert sorted(c.__name__ for c in found - set(GRAPH_LAYERS) - whole) == []
+    assert [c.__name__ for c in whole if callable(getattr(c, "on_block", None))] == []
     checked = {type(case.inputs("small")[-1].module) for case in GRADCHECK_CASES.values()
                if isinstance(case.inputs("small")[-1], Layer)}
-    assert sorted(c.__name__ for c in set(GRAPH_LAYERS) - checked) == []
+    assert sorted(c.__name__ for c in (set(GRAPH_LAYERS) | whole) - checked) == []
 
 
 # ---------------------------------------------------------------- a subclass trains by default
