@@ -136,6 +136,18 @@ def test_predict_refuses_a_damaged_folder_and_another_feature_width_writing_noth
     assert out.read_text() == "kept\n"
 
 
+
+def test_a_file_of_node_ids_is_read_and_a_bad_one_is_a_usage_error(cli, tmp_path, sage_run):
+    out, ids = tmp_path / "p.csv", tmp_path / "nodes.txt"
+    ids.write_text("7\n0\n59\n")
+    assert cli("predict", sage_run, "--split", ids, "--out", out).exit_code == 0
+    assert read_rows(out)[1][:, 0].tolist() == [7, 0, 59]
+    out.unlink()
+    ids.write_text("7\n60\n")
+    one_line_error(cli("predict", sage_run, "--split", ids, "--out", out), 2,
+                   f"{ids} line 2: node 60 out of range [0, 60)")
+    assert not out.exists()
+
 # --- graph classification -------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
