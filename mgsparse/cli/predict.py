@@ -1,4 +1,5 @@
-"""`mgsparse predict`: a finished run's classes, probabilities and embeddings, as files."""
+"""`mgsparse predict`: a finished run's classes, probabilities, pair scores and embeddings, as
+files."""
 
 from __future__ import annotations
 
@@ -16,18 +17,25 @@ from mgsparse.run.predict import predict_saved, write_predictions
 
 def predict(
     run_dir: Path = typer.Argument(..., metavar="DIR", help="The --out folder of `mgsparse train`"),
-    out: Path = typer.Option(..., "--out", help="Write node, pred, p0..p<C-1> here (CSV)"),
-    split: str = typer.Option(
-        "test", "--split", help="test, val, train, all, or a file of node ids (one a line)"),
+    out: Path = typer.Option(..., "--out", help="Write node (or graph), pred, p0..p<C-1> here "
+                             "(CSV); a link run: src, dst, label, score"),
+    split: str | None = typer.Option(
+        None, "--split", help="test (default), val, train, all, or a file of node (graph) ids, "
+        "one a line; a link run: test or val, its held-out pairs"),
+    pairs: Path | None = typer.Option(
+        None, "--pairs", metavar="FILE", help="A link run: score these node pairs instead "
+        "(\"src dst\" or \"src,dst\" a line); writes src, dst, score"),
     graph: Path | None = typer.Option(
-        None, "--graph", metavar="CONFIG", help="Score the nodes of this config's graph "
-        "instead (same features; its dataset section only)"),
+        None, "--graph", metavar="CONFIG", help="Score the nodes (graphs) of this config's "
+        "dataset instead (same features; its dataset section only)"),
     embeddings: Path | None = typer.Option(
-        None, "--embeddings", help="Also save the last hidden layer (K, hidden) as .npy"),
+        None, "--embeddings", help="Also save as .npy the last hidden layer (K, hidden); "
+        "graphs: every level's readout the heads read; a link run: Z (N, latent)"),
     run: int | None = typer.Option(
         None, "--run", help="Which saved run (default: the first that kept parameters)"),
 ) -> None:
-    """Predict with a trained run: each node's class and class probabilities."""
+    """Predict with a trained run: each node's or graph's class and class probabilities, or
+    a link run's edge probabilities."""
     try:
         other = load_config(graph) if graph is not None else None
         taken: dict = {}
@@ -35,10 +43,10 @@ def predict(
         check_output(embeddings, "--embeddings", suffixes=(".npy",), taken=taken)
         with download_bar() as progress:
             predictions = predict_saved(run_dir, split, other, run, embeddings is not None,
-                                        progress)
+                                        progress, pairs)
         write_predictions(predictions, out, embeddings)
     except MgsparseError as e:
         fail(e)
     saved = f" and {embeddings}" if embeddings is not None else ""
-    err_console.print(f"{len(predictions.nodes)} nodes of run {predictions.run} "
+    err_console.print(f"{predictions.rows} {predictions.unit}s of run {predictions.run} "
                       f"(seed {predictions.seed}): {out}{saved}", markup=False)

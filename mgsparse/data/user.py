@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mgsparse.data.files import load_user_graph, read_int_column
+from mgsparse.data.files import load_edge_list, load_user_graph, read_int_column
 from mgsparse.data.graph import Graph
 from mgsparse.data.transforms import (
     SPLIT_OPTIONS,
@@ -111,21 +111,36 @@ def _node_files(paths: dict[str, Path | None], split: str) -> list[Path]:
 
 # --- node files ----------------------------------------------------------------------------------
 
-def load_node_ids(path: str | Path, num_nodes: int) -> tuple[np.ndarray, np.ndarray | None]:
+def load_node_ids(path: str | Path, num_nodes: int, one: str = "node"
+                  ) -> tuple[np.ndarray, np.ndarray | None]:
     """(node ids (K,) int64, their text line numbers or None for ``.npy``); every id in
-    ``[0, num_nodes)`` and none repeated."""
+    ``[0, num_nodes)`` and none repeated. `one` names an item in errors: the graphs of a set
+    are listed the same way (``one="graph"``)."""
     path = Path(path)
-    ids, lines = read_int_column(path, "node ids", "node id")
+    ids, lines = read_int_column(path, f"{one} ids", f"{one} id")
     bad = np.flatnonzero((ids < 0) | (ids >= num_nodes))
     if bad.size:
-        raise DataError(f"{_where(path, lines, bad[0])}: node {ids[bad[0]]} out of range "
+        raise DataError(f"{_where(path, lines, bad[0])}: {one} {ids[bad[0]]} out of range "
                         f"[0, {num_nodes})")
     order = np.argsort(ids, kind="stable")
     repeat = np.flatnonzero(ids[order][1:] == ids[order][:-1])
     if repeat.size:
         at = order[repeat[0] + 1]
-        raise DataError(f"{_where(path, lines, at)}: node {ids[at]} is listed twice")
+        raise DataError(f"{_where(path, lines, at)}: {one} {ids[at]} is listed twice")
     return ids, lines
+
+
+def load_pairs(path: str | Path, num_nodes: int) -> np.ndarray:
+    """(2, P) int64 node pairs to score, one ``src dst`` (or ``src,dst``) a line as in an edge
+    list (`load_edge_list`: ``#`` comments, every id in ``[0, num_nodes)``). The user's own
+    file: its errors are usage errors (exit 2)."""
+    try:
+        pairs, weights = load_edge_list(path, num_nodes)
+    except DataError as exc:
+        raise InputFileError(str(exc)) from None
+    if weights is not None:
+        raise InputFileError(f"{path}: 3 columns, expected 2 (src, dst) a line")
+    return pairs
 
 
 def split_from_files(files: list[Path], y: np.ndarray):

@@ -50,10 +50,14 @@ class OneRank:
 @pytest.mark.parametrize("sets, needle", [
     (["model.kind=gat"], "partitioned training runs GCN only (model.kind: gcn), not model.kind"),
     (["model.kind=sage"], "not model.kind 'sage'"),
+    (["model.kind=appnp"], "not model.kind 'appnp'"),
+    (["model.kind=sgc"], "not model.kind 'sgc'"),
+    (["model.kind=gcnii"], "not model.kind 'gcnii'"),
     (["model.learn_edge_weight=true"], "model.learn_edge_weight: true rebuilds the whole graph's"),
     (["model.norm=batch"], "model.norm: batch would normalise each rank's rows with that rank's"),
     (["train.batch_size=64"], "train.batch_size: 64 samples mini-batches; partitioned training"),
     (["train.receptive_field=true"], "train.receptive_field: true cannot apply: partitioned"),
+    (["train.checkpoint_every=5"], "train.checkpoint_every: 5 writes full checkpoints of one"),
 ])
 def test_settings_a_partitioned_run_cannot_honour_are_refused(sets, needle):
     with pytest.raises(ConfigError) as info:
@@ -110,6 +114,7 @@ def test_single_process_options_are_refused_with_partitions(cli, parts, tmp_path
 @pytest.mark.parametrize("config, sets, needle", [
     ("cora-gat.yaml", [], "partitioned training runs GCN only (model.kind: gcn), not model.kind"),
     ("cora-sage.yaml", [], "not model.kind 'sage'"),
+    ("cora-appnp.yaml", [], "not model.kind 'appnp'"),
     ("karate.yaml", ["--parts", "40"], "--parts must be in [1, 34] (the graph has 34 nodes)"),
 ])
 def test_mgsparse_partition_refuses_what_no_run_could_train(cli, tmp_path, config, sets,

@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.catalog import MODELS
 from mgsparse.config import Config
 from mgsparse.distributed.comm import Comm
 from mgsparse.distributed.train import (
@@ -47,7 +46,7 @@ from mgsparse.sparse import set_num_threads
 def check_partitioned_model(config: Config) -> None:
     """Partitioned training runs a GCN on fixed Â rows: refuse any other model, one line."""
     m = config.model
-    if MODELS[m.kind].operand != "norm_adj":
+    if m.kind != "gcn":  # APPNP, SGC, GCNII read Â too, but K hops of it: not one part's rows
         raise ConfigError(f"{config.source}: partitioned training runs GCN only "
                           f"(model.kind: gcn), not model.kind {m.kind!r}")
     if m.learn_edge_weight:
@@ -68,6 +67,10 @@ def check_partitioned(config: Config) -> None:
         raise ConfigError(f"{config.source}: train.batch_size: {t.batch_size} samples "
                           f"mini-batches; partitioned training takes a full-graph step per "
                           f"epoch (set batch_size: null)")
+    if t.checkpoint_every is not None:
+        raise ConfigError(f"{config.source}: train.checkpoint_every: {t.checkpoint_every} "
+                          f"writes full checkpoints of one process's run; a partitioned run "
+                          f"keeps only its best parameters (set checkpoint_every: null)")
     if t.receptive_field is True:
         raise ConfigError(f"{config.source}: train.receptive_field: true cannot apply: "
                           f"partitioned training computes every row each rank owns (use auto "
