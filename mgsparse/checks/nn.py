@@ -25,6 +25,7 @@ from mgsparse.nn import functional as F
 from mgsparse.nn.gat import GATConv
 from mgsparse.nn.gcn import GCN, GCNConv, normalized_adjacency
 from mgsparse.nn.gcnii import GCNIILayer
+from mgsparse.nn.layers import LinearOp
 from mgsparse.nn.module import Module
 from mgsparse.nn.sage import SAGEConv
 
@@ -195,4 +196,7 @@ LAYERS: list[Case] = [
           dense=_gcnii_step(lambda edges, n: _sparse_adj(edges, n).to_tensor())),
 ]
 
-CASES: list[Case] = [*LOSSES, *LAYERS]
+LINEAR = op("linear", lambda r, n, m: (normal(r, (n, m)), normal(r, (m, 3)), normal(r, (3,))),
+            LinearOp.apply, lambda a, w, b: np.dot(a, w) + b, group="nn")  # x·W + b, fused
+
+CASES: list[Case] = [*LOSSES, LINEAR, *LAYERS]

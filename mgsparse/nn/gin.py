@@ -154,6 +154,8 @@ class GINConv(Module):
             first = np.zeros(x.shape[0], dtype=bool)
             first[:t] = True
             root = x[first]
+        if not self.train_eps and float(self.eps.data[0]) == 0.0:  # GIN-0: 1·x is x, one pass
+            return adj @ x + root
         return adj @ x + root * (self.eps + 1.0)
 
     def _first_linear(self) -> Linear | None:
