@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.engine import Function, Tensor
+from mgsparse.engine import Function, Tensor, is_grad_enabled
 from mgsparse.engine.inplace import modified_in_place
 from mgsparse.engine.parallel import column_sums
 from mgsparse.errors import HyperparameterError, ShapeError
@@ -123,6 +123,8 @@ class BatchNorm1d(Module):
         """BN(x), or max(BN(x), 0) with `relu`: the ReLU that follows BN in GIN, fused into the
         training op (one node and one pass fewer each way)."""
         _check_input("BatchNorm1d", x, self.num_features, (2,))
+        if not self.training and not is_grad_enabled():  # inference: no graph to record
+            return Tensor(self._inference(x.data, relu))
         if not self.training:
             out = self._affine(x - self.running_mean.data, self.running_var.data + self.eps)
             return out.relu() if relu else out
@@ -141,6 +143,18 @@ class BatchNorm1d(Module):
             scale = scale * self.weight
         out = centred * scale
         return out + self.bias if self.bias is not None else out
+
+    def _inference(self, x: np.ndarray, relu: bool) -> np.ndarray:
+        """`_affine`'s numbers (then max(·, 0) with `relu`) computed in one fresh array, in
+        place: the same float operations in the same order, so bit for bit its output."""
+        scale = (self.running_var.data + self.eps) ** -0.5
+        if self.weight is not None:
+            scale = scale * self.weight.data
+        out = np.subtract(x, self.running_mean.data)
+        out *= scale
+        if self.bias is not None:
+            out += self.bias.data
+        return np.maximum(out, 0, out=out) if relu else out
 
     def _update(self, mean: np.ndarray, unbiased_var: np.ndarray) -> None:
         m = self.momentum

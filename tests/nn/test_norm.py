@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from mgsparse import Tensor, gradcheck
+from mgsparse.engine import no_grad
 from mgsparse.errors import HyperparameterError, MgsparseError, ShapeError
 from mgsparse.nn import BatchNorm1d, Buffer, LayerNorm, Linear, Sequential
 from mgsparse.nn.norm import batch_norm_train
@@ -120,6 +121,23 @@ def test_fused_op_keeps_float32_and_fills_the_batch_statistics(rng):
     np.testing.assert_allclose(stats, [x.mean(axis=0), x.var(axis=0)], rtol=1e-6)
     np.testing.assert_allclose(out.data, np.maximum((x - x.mean(0)) / np.sqrt(x.var(0) + EPS),
                                                     0), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("relu", [False, True], ids=["bn", "bn_relu"])
+def test_inference_without_a_graph_is_the_composite_bit_for_bit(rng, relu):
+    """Eval under no_grad (one in-place pass) gives the recorded composite's exact bits."""
+    bn = BatchNorm1d(5).eval()
+    for p, values in ((bn.weight, rng.uniform(0.5, 2, 5)), (bn.bias, rng.normal(size=5)),
+                      (bn.running_mean, rng.normal(size=5)),
+                      (bn.running_var, rng.uniform(0.5, 2, 5))):
+        p.data[:] = values
+    x = Tensor(rng.standard_normal((7, 5)).astype(np.float32))
+    recorded = bn(x, relu=relu)
+    with no_grad():
+        fast = bn(x, relu=relu)
+    assert recorded.requires_grad and not fast.requires_grad and fast.dtype == np.float32
+    np.testing.assert_array_equal(fast.data, recorded.data)
+    assert (fast.data == 0).any() == relu
 
 
 def test_training_normalises_each_feature(rng):
