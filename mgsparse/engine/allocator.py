@@ -5,9 +5,10 @@ A training step allocates and frees dozens of arrays of a few MB (a batch of gra
 allocation above its mmap threshold (128 KB at start, raised adaptively up to 32 MB) with
 new pages from the kernel and returns them on free; memory freed at the top of the heap is
 given back above the trim threshold. Either way the next array of that size pays a page
-fault per 4 KB page on first write: on an NCI1 GIN epoch the kernel's share of the CPU time
-was about 40% (`mgsparse train configs/nci1-gin.yaml`, 4 epochs: 5.3 s CPU, 1.5 s of it in
-the kernel; 3.9 s and 0.2 s with the thresholds below).
+fault per 4 KB page on first write. `/usr/bin/time python -m mgsparse train
+configs/nci1-gin.yaml --epochs 4 --quiet` printed 3.6 s user and 1.1-1.4 s system time with
+glibc's defaults, 3.5-3.7 s user and 0.14-0.18 s system with the thresholds below (a loaded
+2-core machine, two runs each).
 
 `keep_freed_memory` raises both thresholds once per process: arrays up to `mmap_mb` come
 from the heap, and up to `trim_mb` of freed heap is kept for the next arrays. The price is
