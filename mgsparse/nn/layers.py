@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Function, Tensor, parallel
-from mgsparse.errors import HyperparameterError
+from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.nn.module import Module, Parameter
 
 
@@ -37,7 +37,10 @@ class LinearOp(Function):
     @staticmethod
     def forward(ctx, x, w, b):
         ctx.save_for_backward(x, w)
-        out = parallel.matmul(x, w)
+        try:
+            out = parallel.matmul(x, w)
+        except ValueError:
+            raise ShapeError(f"Linear: input {x.shape} does not fit weight {w.shape}") from None
         out += b
         return out
 

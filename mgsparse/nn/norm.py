@@ -88,9 +88,9 @@ class BatchNormTrain(Function):
 def relu_(y: np.ndarray) -> np.ndarray:
     """max(y, 0) in place as y·[y > 0]; returns the mask [y > 0] (the backward's).
 
-    Twice as fast as np.maximum on float32 (which checks for NaN), the same numbers: a NaN
-    stays NaN, a negative entry becomes 0 (−0.0, equal to 0). y holds no −∞ here: a batch
-    norm of finite x is finite (an infinite x is NaN after centring).
+    About 45 µs where np.maximum takes 75 µs on a (3,800 × 64) float32 array, with the same
+    numbers for finite y: a negative entry becomes 0 (as −0.0, equal to 0), a NaN stays NaN.
+    Only −∞ differs (NaN, not 0); a batch norm's output is finite unless its input is not.
     """
     positive = y > 0
     np.multiply(y, positive, out=y)
