@@ -158,6 +158,7 @@ def check_combination(config: Config, where: Where) -> None:
     _check_unread(config, where)
     if config.task == "link":
         _check_link(config, where)
+    _check_reorder(config, where)
 
 
 def _graphless() -> list[str]:
@@ -376,3 +377,21 @@ def _check_link(config: Config, where: Where) -> None:
         raise ConfigError(f"{where(('model', 'layers'))}: link.variational needs model.layers "
                           f">= 2 (a body, then the μ and log σ layers), got "
                           f"{config.model.layers}")
+
+
+def _check_reorder(config: Config, where: Where) -> None:
+    """A new node order is mapped back for node classification only: a link run's held-out
+    pairs, a set of graphs and a point cloud keep their own ids, and a GCN that learns its
+    edge weights saves one weight per edge of the order it trained in."""
+    data = config.dataset
+    if data.reorder == "none":
+        return
+    if config.task == "link" or is_points(data.name) or is_graphset(data.name):
+        what = "task: link" if config.task == "link" else f"dataset {data.name!r}"
+        raise ConfigError(f"{where(('dataset', 'reorder'))}: dataset.reorder: {data.reorder} "
+                          f"orders the nodes of one graph for node classification, not "
+                          f"{what} (set reorder: none)")
+    if config.model.learn_edge_weight:
+        raise ConfigError(f"{where(('dataset', 'reorder'))}: dataset.reorder: {data.reorder} "
+                          f"with model.learn_edge_weight: the saved weights, one per edge, "
+                          f"would be in the new order (set reorder: none)")

@@ -36,7 +36,8 @@ class DatasetConfig:
     counts for moons/circles/blobs (``num_val`` at least 1 where it is read: the validation
     rows choose the best epoch); the ``num_nodes``…``homophily`` keys shape the
     synthetic stochastic block model, ``noise``/``num_samples`` the point clouds;
-    ``edges``…``test_nodes`` name the user's files for ``name: csv``.
+    ``edges``…``test_nodes`` name the user's files for ``name: csv``; ``reorder`` numbers
+    the nodes of one graph anew at load for cache locality (outputs keep the file's ids).
     """
 
     name: Literal[DATASET_NAMES]  # the catalog's names
@@ -62,6 +63,7 @@ class DatasetConfig:
     val_nodes: str | None = None
     test_nodes: str | None = None
     directed: bool = False  # csv and OGB: keep edges one-way (GCN expects both ways)
+    reorder: Literal["none", "rcm", "degree"] = "none"  # node order at load (data/reorder.py)
 
 
 @dataclass(frozen=True)

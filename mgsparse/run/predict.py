@@ -181,13 +181,15 @@ def _other_graph(config: Config, graph: Config, trained: Task,
 
 def select_rows(task: Task, split: str) -> np.ndarray:
     """The node (or graph) ids of a split (train, val, test), all of them, or those a file
-    lists (one a line; a bad line is a usage error naming it)."""
+    lists (one a line; a bad line is a usage error naming it): the user's ids, those of the
+    dataset's own files whatever `dataset.reorder` numbered the run's rows by."""
     graphs = isinstance(task, GraphClassificationTask)
     count, unit = (task.graphs.num_graphs, "graph") if graphs else (task.num_nodes, "node")
     if split == "all":
         return np.arange(count)
     if split in SPLITS:
-        return dict(zip(SPLITS, (task.train_idx, task.val_idx, task.test_idx)))[split]
+        rows = dict(zip(SPLITS, (task.train_idx, task.val_idx, task.test_idx)))[split]
+        return rows if graphs else np.sort(task.user_ids(rows))  # the file's ids, ascending
     if not Path(split).is_file():
         raise ConfigError(f"--split {split!r} is not one of {', '.join(SPLITS)} nor a file of "
                           f"{unit} ids")
@@ -200,7 +202,8 @@ def select_rows(task: Task, split: str) -> np.ndarray:
 def _classes(task: Task, model: Module, entry: dict, split: str,
              embeddings: bool) -> Predictions:
     graphs = isinstance(task, GraphClassificationTask)
-    rows = select_rows(task, split)
+    ids = select_rows(task, split)
+    rows = ids if graphs else task.run_rows(ids)  # the run's rows of the user's ids
     with no_grad():
         logits = task.logits(model.eval())
     logits = np.asarray(logits.data if isinstance(logits, Tensor) else logits, np.float64)[rows]
@@ -212,7 +215,7 @@ def _classes(task: Task, model: Module, entry: dict, split: str,
             raise ConfigError("--embeddings: a sampled run scores layer by layer and keeps no "
                               "hidden layer of the whole graph")
         hidden = hidden[rows]
-    return Predictions(entry["run"], entry["seed"], rows, logits.argmax(axis=1),
+    return Predictions(entry["run"], entry["seed"], ids, logits.argmax(axis=1),
                        z / z.sum(axis=1, keepdims=True), hidden, "graph" if graphs else "node")
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from mgsparse.catalog import MODELS
 from mgsparse.config import Config, no_receptive_field
 from mgsparse.data import Graph
+from mgsparse.data.reorder import inverse, reordered
 from mgsparse.engine import Tensor, no_grad
 from mgsparse.errors import ConfigError, MgsparseError
 from mgsparse.nn import functional as F
@@ -92,6 +93,8 @@ class NodeTask(Task):
                  budget: int | None = None):
         self.config, self.name, self.budget, self.dtype = config, graph.name, budget, dtype
         check_edge_weights(config, graph)
+        # a new node order for locality, once; every id a user sees goes through `user_ids`
+        graph, self.order = reordered(graph, config.dataset.reorder)
         self.weighted = graph.edge_weight is not None  # read by the whole graph's Â only
         self.metrics = node_metrics(config.train.metrics)
         self.placed = PlacedGraph.from_graph(graph, operand_read(config),
@@ -109,6 +112,14 @@ class NodeTask(Task):
         # the same, for logits of the scored rows only: targets and positions among them
         self._scored = (self.y[self.scored_idx],
                         tuple(np.searchsorted(self.scored_idx, i) for i in self.splits))
+
+    def user_ids(self, rows: np.ndarray) -> np.ndarray:
+        """The user's ids (the file's numbering) of the run's node rows `rows`."""
+        return rows if self.order is None else self.order[rows]
+
+    def run_rows(self, ids: np.ndarray) -> np.ndarray:
+        """The run's rows of the user's node ids `ids` (`user_ids`' inverse)."""
+        return ids if self.order is None else inverse(self.order)[ids]
 
     @property
     def features(self) -> Any:

@@ -75,6 +75,10 @@ def check_partitioned(config: Config) -> None:
         raise ConfigError(f"{config.source}: train.receptive_field: true cannot apply: "
                           f"partitioned training computes every row each rank owns (use auto "
                           f"or false)")
+    if config.dataset.reorder != "none":
+        raise ConfigError(f"{config.source}: dataset.reorder: {config.dataset.reorder} cannot "
+                          f"apply: a partitioned run numbers each rank's nodes by its part "
+                          f"(set reorder: none)")
 
 
 def _attempt(step: Callable[[], Any]) -> tuple[Any, BaseException | None]:
