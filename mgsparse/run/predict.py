@@ -8,7 +8,8 @@ its outputs are read on the rows the loop scores, so a metric of them on the tes
 
 - Node classification: the logits Z (N, C) of the whole graph give each node's predicted
   class argmax_c Z[i, c] and its probabilities softmax(Z[i]); the embedding is what the last
-  layer reads (`model.embed`, (N, hidden)).
+  layer reads (`model.embed`, (N, hidden)). Ids are the dataset's own, rows in their order,
+  whatever order `dataset.reorder` trained in (`NodeTask.user_ids`, `run_rows`).
 - Graph classification: the same, one row per graph of the set (ids are positions in the
   `GraphSet`), the splits those of the run's own fold (`Task.begin_run`). The embedding is
   what the linear heads read: the readout of every level side by side,
