@@ -99,6 +99,8 @@ def test_a_task_reads_its_splits_labels_and_features_in_its_new_ids(sets):
     graph = load_section(config.dataset)
     task = make_task(config)
     assert task.order is not None and not np.array_equal(task.order, np.arange(60))
+    order = config.dataset.reorder
+    assert task.placement["node order"] == f"{order} (outputs keep the dataset's ids)"
     for rows, mask in zip(task.splits, (graph.train_mask, graph.val_mask, graph.test_mask)):
         users = task.user_ids(rows)
         assert np.array_equal(np.sort(users), np.flatnonzero(mask))

@@ -99,6 +99,9 @@ class NodeTask(Task):
         self.metrics = node_metrics(config.train.metrics)
         self.placed = PlacedGraph.from_graph(graph, operand_read(config),
                                              config.sparse.sparsity_threshold, dtype, budget)
+        if self.order is not None:  # the run's summary says so, beside the placement
+            self.placed.placement["node order"] = (f"{config.dataset.reorder} (outputs keep the "
+                                                   "dataset's ids)")
         self.edge_index = self.placed.edge_index
         self.y = np.asarray(graph.y, np.int64)  # (N,), -1 = no label
         self.train_idx = np.flatnonzero(graph.train_mask)
