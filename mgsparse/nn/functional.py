@@ -77,7 +77,7 @@ class CrossEntropy(Function):
 
     @staticmethod
     def forward(ctx, z, t, rows, unique_rows):
-        zm = z if rows is None else z[rows]  # (n, C)
+        zm = z if rows is None else z.take(rows, axis=0)  # (n, C); 4x faster than z[rows]
         n = zm.shape[0]
         shifted = zm - zm.max(axis=1, keepdims=True)
         e = np.exp(shifted)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Tensor
+from mgsparse.engine.fused import linear
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn.edges import GraphCache, check_edge_index
 from mgsparse.nn.layers import glorot_
@@ -146,9 +147,8 @@ class GCNConv(Module):
                 edge_weight: Tensor | None = None) -> Tensor:
         norm_adj = self.norm_adj(adj, x.shape[0], edge_weight)
         if propagates_first(norm_adj, x, self.out_features):
-            out = (norm_adj @ x) @ self.weight  # (T, F_in) then (T, F_out)
-        else:
-            out = norm_adj @ (x @ self.weight)  # (S, F_out) then (T, F_out)
+            return linear(norm_adj @ x, self.weight, self.bias)  # (T, F_in) then (T, F_out)
+        out = norm_adj @ (x @ self.weight)  # (S, F_out) then (T, F_out)
         return out + self.bias if self.bias is not None else out
 
     def on_block(self, block: Any) -> Any:

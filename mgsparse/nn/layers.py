@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Tensor
+from mgsparse.engine.fused import linear
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn.module import Module, Parameter
 
@@ -49,8 +50,7 @@ class Linear(Module):
         self.bias = Parameter(np.zeros(out_features), dtype=dtype) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
-        out = x @ self.weight  # (N, out_features)
-        return out + self.bias if self.bias is not None else out
+        return linear(x, self.weight, self.bias)  # (N, out_features), one fused node
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
