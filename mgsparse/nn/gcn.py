@@ -73,10 +73,10 @@ def gcn_block_adjacency(block: Any, dtype: Any = np.float32) -> SparseTensor:
     return SparseTensor(indices, np.concatenate([edges, 1.0 / d[:t]]).astype(dtype), (t, s))
 
 
-# What one stored entry of a sparse product costs, in dense (BLAS) multiply-adds: on an
-# ogbn-arxiv-shaped graph (2.5M entries, one core) a 16-column product took 0.56 ns per entry
-# and column against 0.06 ns per multiply-add of X·W, and a 40-column one 1.46 ns, its rows
-# no longer fitting in cache (benchmarks/compare_pyg.py --graph arxiv-shaped).
+# What one stored entry of a sparse product costs per column, in dense (BLAS) multiply-adds:
+# scipy's CSR kernel gathers a row of H per entry where BLAS streams. On the ogbn-arxiv-shaped
+# graph of benchmarks/compare_pyg.py (one core) it was about 10 at 16 columns, and more at 40,
+# once the rows of H no longer stay in cache.
 SPARSE_ENTRY_COST = 10
 
 
