@@ -14,7 +14,10 @@ once), `GraphClassifier` (`mgsparse/nn/graphnet.py`).
 
 Epoch time (every training step of the epoch plus one evaluation pass over every graph) is
 measured in one process, the sides alternating epoch by epoch so both see the same machine,
-with `--threads` threads each (torch.set_num_threads, mgsparse.sparse.set_num_threads).
+with `--threads` threads each (torch.set_num_threads, mgsparse.sparse.set_num_threads). The
+process keeps freed memory for reuse as `mgsparse train` does
+(`mgsparse.engine.allocator.keep_freed_memory`): malloc is the process's, so PyG's side
+runs under the same setting.
 
     MGSPARSE_TU_URL=<folder of the TU zips> python benchmarks/compare_pyg_graphs.py \\
         [--epochs 10] [--threads 1] [--profile]
@@ -36,6 +39,7 @@ import numpy as np
 
 from mgsparse.config import load_config
 from mgsparse.data import load_dataset
+from mgsparse.engine.allocator import keep_freed_memory
 from mgsparse.run import build_optimizer, train_epoch
 from mgsparse.run.task import shuffle_generator
 from mgsparse.run.tasks.graphs import EVAL_GRAPHS, GraphClassificationTask
@@ -178,6 +182,7 @@ def main() -> None:
         return
     import torch
 
+    keep_freed_memory()  # as mgsparse train does; one allocator for both sides
     torch.set_num_threads(args.threads)
     set_num_threads(args.threads)
     graphs = load_dataset("nci1")

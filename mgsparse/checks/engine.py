@@ -17,7 +17,6 @@ import numpy as np
 
 from mgsparse.checks.case import DROPOUT_P, Case, dropout_rng, dropout_scale, each, normal, positive
 from mgsparse.engine import Value, concatenate, stack
-from mgsparse.engine.fused import linear
 
 
 def op(name: str, inputs: Callable, fn: Callable, scalar: Callable | None = None,
@@ -115,8 +114,6 @@ CASES: list[Case] = [
        lambda a, b: a @ b, np.dot),
     op("matmul_batched", lambda r, n, m: (normal(r, (2, n, m)), normal(r, (m, 3))),
        lambda a, b: a @ b, np.matmul),
-    op("linear", lambda r, n, m: (normal(r, (n, m)), normal(r, (m, 3)), normal(r, (3,))),
-       linear, lambda a, w, b: np.dot(a, w) + b),
     unary("dropout", _dropout, _scalar_dropout),
 ]
 

@@ -9,10 +9,10 @@ for the max. The scalar references sum `Value`s row by row and pick the max on t
 
 Layer cases check the output's gradient with respect to the input and every parameter (ε
 included) at once, through `checks.nn.Layer`; BatchNorm1d runs in training mode (batch
-statistics) wherever the input has two rows or more, and in eval mode (running statistics)
-on a single row, where torch too refuses training. GIN runs on the whole graph (dense
-equivalent: the same layer given A densified) and on a rectangular sampled block (fanout 2,
-the first half of the nodes as targets).
+statistics; the fused training op, also with its ReLU) wherever the input has two rows or
+more, and in eval mode (running statistics) on a single row, where torch too refuses
+training. GIN runs on the whole graph (dense equivalent: the same layer given A densified)
+and on a rectangular sampled block (fanout 2, the first half of the nodes as targets).
 """
 
 from __future__ import annotations
@@ -125,7 +125,8 @@ def _scalar_gin(x, eps, w1, b1, gamma, beta, w2, b2, bound: Layer) -> np.ndarray
 # ---------------------------------------------------------------- layer cases
 
 
-def _norm_case(name: str, make: Callable, scalar: Callable, eval_mode: bool = False) -> Case:
+def _norm_case(name: str, make: Callable, scalar: Callable, eval_mode: bool = False,
+               call: Callable = lambda m, x: m(x)) -> Case:
     """inputs (x, weight, bias, Layer) with x of (nodes, F_in) of the Size's graph."""
     def build(rng: np.random.Generator, size: Size) -> tuple:
         n, f = size.graph[0], size.features[0]
@@ -133,7 +134,7 @@ def _norm_case(name: str, make: Callable, scalar: Callable, eval_mode: bool = Fa
         if eval_mode:
             module.running_mean.data[...] = rng.standard_normal(f)
             module.running_var.data[...] = rng.uniform(0.5, 2.0, f)
-        bound = Layer(module, lambda m, x: m(x), None, 0)
+        bound = Layer(module, call, None, 0)
         return (normal(rng, (n, f)), *_parameters(rng, module), bound)
     return Case(f"nn.{name}", build, lambda *a: a[-1](*a[:-1]),
                 scalar=lambda x, w, b, bound: scalar(x, w, b, bound.module))
@@ -177,6 +178,9 @@ NN_CASES: list[Case] = [
     _norm_case("batch_norm", lambda f: BatchNorm1d(f, dtype=np.float64), _scalar_batch_norm),
     _norm_case("batch_norm_eval", lambda f: BatchNorm1d(f, dtype=np.float64),
                _scalar_batch_norm, eval_mode=True),
+    _norm_case("batch_norm_relu", lambda f: BatchNorm1d(f, dtype=np.float64),  # fused ReLU
+               lambda *a: each(Value.relu)(_scalar_batch_norm(*a)),
+               call=lambda m, x: m(x, relu=True)),
     _norm_case("layer_norm", lambda f: LayerNorm(f, dtype=np.float64), _scalar_layer_norm),
     _gin_case("gin_conv", _gin_whole),
     _gin_case("gin_conv_block", _gin_block),

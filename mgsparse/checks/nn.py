@@ -26,6 +26,7 @@ from mgsparse.nn.cheb import ChebConv, scaled_laplacian
 from mgsparse.nn.gat import GATConv
 from mgsparse.nn.gcn import GCN, GCNConv, normalized_adjacency
 from mgsparse.nn.gcnii import GCNIILayer
+from mgsparse.nn.layers import LinearOp
 from mgsparse.nn.module import Module
 from mgsparse.nn.sage import SAGEConv
 
@@ -207,4 +208,7 @@ LAYERS: list[Case] = [
     layer("cheb_conv", _cheb, _call, dense=_dense_lap),
 ]
 
-CASES: list[Case] = [*LOSSES, *LAYERS]
+LINEAR = op("linear", lambda r, n, m: (normal(r, (n, m)), normal(r, (m, 3)), normal(r, (3,))),
+            LinearOp.apply, lambda a, w, b: np.dot(a, w) + b, group="nn")  # x·W + b, fused
+
+CASES: list[Case] = [*LOSSES, LINEAR, *LAYERS]

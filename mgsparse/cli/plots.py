@@ -2,7 +2,7 @@
 
 A graph run: learning curves (the training loss and the task's live loss columns, then its
 other live score columns, mean ± std over the runs: classification's validation loss, train and
-validation accuracy) next to a 2-D PCA projection of what the best run's model (best on the
+validation accuracy; a k-fold run: each fold's curve thin, their mean bold) next to a 2-D PCA projection of what the best run's model (best on the
 task's selection column) reads in its last layer, coloured by class; a sampled run, which
 computes no whole-graph hidden layer, gets the two curve panels and a note instead. A
 point-cloud run: the decision boundary of its best run's model next to its loss curve. Every
@@ -71,8 +71,9 @@ def save_training_plot(result: TrainResult, task: Task, path: str | Path) -> Pat
     fig = require_matplotlib().Figure(figsize=(15 if hidden is not None else 10, 4.5),
                                       layout="constrained")
     losses, scores, *embedding = fig.subplots(1, 3 if hidden is not None else 2)
-    _draw_curves(losses, result.runs, ("loss", *losses_), "loss", metrics)
-    _draw_curves(scores, result.runs, scores_, _common_name(metrics, scores_), metrics)
+    folded = bool(getattr(result.config.train, "folds", None))
+    _draw_curves(losses, result.runs, ("loss", *losses_), "loss", metrics, folded)
+    _draw_curves(scores, result.runs, scores_, _common_name(metrics, scores_), metrics, folded)
     if hidden is not None:
         _draw_embedding(embedding[0], task, hidden, run, metrics)
     else:  # a sampled run has no whole-graph forward to read its hidden layer from
@@ -125,14 +126,25 @@ def curve_band(runs: list[RunResult], field: str) -> tuple[np.ndarray, np.ndarra
 
 
 def _draw_curves(ax: Any, runs: list[RunResult], fields: tuple[str, ...], what: str,
-                 metrics: TaskMetrics) -> None:
+                 metrics: TaskMetrics, folded: bool = False) -> None:
+    """Each field's mean over the runs per epoch, with a ± std band; a k-fold run instead
+    draws every fold's own curve thin and the mean over the folds bold (folds differ in their
+    data, so the spread of whole curves says more than a band)."""
+    done = [r for r in runs if r.rows]
     for field in fields:
-        epochs, mean, std = curve_band([r for r in runs if r.rows], field)
+        epochs, mean, std = curve_band(done, field)
         label = "training loss" if field == "loss" else metrics.metric(field).label
+        if folded:
+            line, = ax.plot(epochs, mean, linewidth=2.5, label=f"{label}, mean")
+            for i, r in enumerate(done):  # "_" labels stay out of the legend
+                ax.plot(epochs[:len(r.rows)], [getattr(row, field) for row in r.rows],
+                        linewidth=0.7, alpha=0.5, color=line.get_color(), label=f"_fold {i}")
+            continue
         line, = ax.plot(epochs, mean, label=label)
         if len(runs) > 1:
             ax.fill_between(epochs, mean - std, mean + std, color=line.get_color(), alpha=0.2)
     band = f", mean ± std over {len(runs)} runs" if len(runs) > 1 else ""
+    band = f", each of {len(done)} folds (thin) and their mean" if folded else band
     ax.set(xlabel="epoch", ylabel=what, title=f"{what} per epoch{band}")
     ax.legend(loc="best", fontsize="small")
 

@@ -24,6 +24,7 @@ from mgsparse.cli.render import (
 )
 from mgsparse.config import load_config
 from mgsparse.distributed.comm import quiet_rank
+from mgsparse.engine.allocator import keep_freed_memory
 from mgsparse.errors import ConfigError, MgsparseError
 from mgsparse.run import (
     evaluate_saved,
@@ -139,6 +140,7 @@ def train(
                                                                resume)
         _check_outputs(out_dir, plot, config.train.runs)
         writer = _Writer(out_dir)
+        keep_freed_memory()  # a step's arrays reuse freed pages: no page fault per 4 KB
         if partitions is not None:
             _refuse_for_partitions(plot, memory_report, resume)
             return _train_partitioned(config, partitions, writer, quiet or as_json, as_json)

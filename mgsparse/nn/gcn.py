@@ -17,10 +17,9 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Tensor
-from mgsparse.engine.fused import linear
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn.edges import GraphCache, check_edge_index
-from mgsparse.nn.layers import glorot_
+from mgsparse.nn.layers import LinearOp, glorot_
 from mgsparse.nn.module import Module, ModuleList, Parameter
 from mgsparse.nn.stack import StackedModel, stack_widths
 from mgsparse.sparse import SparseTensor, as_operand, gcn_norm
@@ -147,7 +146,10 @@ class GCNConv(Module):
                 edge_weight: Tensor | None = None) -> Tensor:
         norm_adj = self.norm_adj(adj, x.shape[0], edge_weight)
         if propagates_first(norm_adj, x, self.out_features):
-            return linear(norm_adj @ x, self.weight, self.bias)  # (T, F_in) then (T, F_out)
+            h = norm_adj @ x  # (T, F_in)
+            if self.bias is not None:  # x·W + b as one op: no second (T, F_out) array
+                return LinearOp.apply(h, self.weight, self.bias)
+            return h @ self.weight
         out = norm_adj @ (x @ self.weight)  # (S, F_out) then (T, F_out)
         return out + self.bias if self.bias is not None else out
 

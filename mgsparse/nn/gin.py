@@ -123,10 +123,24 @@ class GINConv(Module):
             z = x @ first.weight  # (S, hidden): the sum then runs on the narrower side
             h = self._combine(z, adj, t)
             h = h + first.bias if first.bias is not None else h
-            return self.mlp[1:](h)
+            return self._run_mlp(h, 1)
         if isinstance(x, SparseTensor):
             raise ShapeError("GINConv: sparse features need an MLP that opens with a Linear")
-        return self.mlp(self._combine(x, adj, t))
+        return self._run_mlp(self._combine(x, adj, t), 0)
+
+    def _run_mlp(self, h: Tensor, start: int) -> Tensor:
+        """The MLP from its module `start` on (a Sequential's; any other MLP whole), each
+        BatchNorm1d followed by a ReLU run as one fused op."""
+        if not isinstance(self.mlp, Sequential):
+            return self.mlp(h)
+        modules = list(self.mlp)
+        i = start
+        while i < len(modules):
+            fuse = (isinstance(modules[i], BatchNorm1d) and i + 1 < len(modules)
+                    and type(modules[i + 1]) is ReLU)
+            h = modules[i](h, relu=True) if fuse else modules[i](h)
+            i += 2 if fuse else 1
+        return h
 
     def _combine(self, x: Tensor, adj: SparseTensor | Tensor, t: int) -> Tensor:
         """(1 + ε)·x[:T] + A·x: the root rows are the first T rows of x (targets first).
@@ -140,6 +154,8 @@ class GINConv(Module):
             first = np.zeros(x.shape[0], dtype=bool)
             first[:t] = True
             root = x[first]
+        if not self.train_eps and float(self.eps.data[0]) == 0.0:  # GIN-0: 1·x is x, one pass
+            return adj @ x + root
         return adj @ x + root * (self.eps + 1.0)
 
     def _first_linear(self) -> Linear | None:

@@ -122,6 +122,7 @@ class GraphClassifier(Module):
         rng = rng if rng is not None else np.random.default_rng()
         self.kind, self.readout, self.gat_heads = kind, readout, int(heads)
         self.activation = get_activation(activation)
+        self.fuse_relu = activation == "relu"  # GIN's BatchNorm1d then applies it, fused
         widths = [in_features] + [hidden] * layers
         self.convs = ModuleList(_conv(kind, a, b, heads, train_eps, normalize, attn_dropout,
                                       rng, dtype) for a, b in pairwise(widths))
@@ -138,7 +139,12 @@ class GraphClassifier(Module):
         hs = [batch.x]
         for i, conv in enumerate(self.convs):
             h = self._layer(conv, hs[-1], adj)
-            hs.append(self.activation(self.norms[i](h) if self.norms is not None else h))
+            if self.norms is None:
+                hs.append(self.activation(h))
+            elif self.fuse_relu:
+                hs.append(self.norms[i](h, relu=True))
+            else:
+                hs.append(self.activation(self.norms[i](h)))
         return hs
 
     def _layer(self, conv: Module, h: Tensor, adj: SparseTensor) -> Tensor:

@@ -6,9 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.engine import Tensor
-from mgsparse.engine.fused import linear
-from mgsparse.errors import HyperparameterError
+from mgsparse.engine import Function, Tensor, parallel
+from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.nn.module import Module, Parameter
 
 
@@ -28,6 +27,31 @@ def glorot_(shape: tuple[int, ...], rng: np.random.Generator | None = None,
     bound = gain * np.sqrt(6.0 / (fan_in + fan_out))
     rng = rng if rng is not None else np.random.default_rng()
     return rng.uniform(-bound, bound, size=shape).astype(dtype)
+
+
+class LinearOp(Function):
+    """y = x·W + b for a dense x (N, in): the bias added in place into the product's own fresh
+    output, one graph node and one (N, out) array fewer than the product and a broadcast add.
+    Computes the same float operations in the same order as `x @ W + b`, bit for bit."""
+
+    @staticmethod
+    def forward(ctx, x, w, b):
+        ctx.save_for_backward(x, w)
+        try:
+            out = parallel.matmul(x, w)
+        except ValueError:
+            raise ShapeError(f"Linear: input {x.shape} does not fit weight {w.shape}") from None
+        out += b
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g·Wᵀ, dW = xᵀ·g, db = Σ_rows g."""
+        x, w = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad
+        return (parallel.matmul(g, w.T) if need_x else None,
+                parallel.matmul_tn(x, g) if need_w else None,
+                parallel.column_sums(g) if need_b else None)
 
 
 class Linear(Module):
@@ -50,7 +74,10 @@ class Linear(Module):
         self.bias = Parameter(np.zeros(out_features), dtype=dtype) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
-        return linear(x, self.weight, self.bias)  # (N, out_features), one fused node
+        if self.bias is not None and isinstance(x, Tensor) and x.ndim == 2:
+            return LinearOp.apply(x, self.weight, self.bias)  # (N, out_features)
+        out = x @ self.weight  # sparse or batched x: the product, then the bias
+        return out + self.bias if self.bias is not None else out
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

@@ -1,8 +1,11 @@
 """Normalisation layers: `BatchNorm1d` (over the rows of a batch) and `LayerNorm` (per row).
 
-Both are composites of engine primitives (mean, subtraction, power −½, an affine map), so
-their backward is the engine's own — no hand-written gradient to get wrong. The formulas and
-defaults are torch's, so a model moves between the two with the same numbers.
+BatchNorm1d in training is one fused op, `BatchNormTrain` (checked against finite differences,
+the scalar engine and the composite it replaces): it sits on the hot path of every GIN step,
+where the composite's dozen elementwise passes and graph nodes cost more than the products
+around it. Everything else here (BatchNorm1d in eval, LayerNorm) is a composite of engine
+primitives, with the engine's own backward. The formulas and defaults are torch's, so a model
+moves between the two with the same numbers.
 """
 
 from __future__ import annotations
@@ -11,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.engine import Tensor
+from mgsparse.engine import Function, Tensor, is_grad_enabled
 from mgsparse.engine.inplace import modified_in_place
+from mgsparse.engine.parallel import column_sums
 from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.nn.module import Buffer, Module, Parameter
 
@@ -31,6 +35,76 @@ def _check_input(who: str, x: Any, num_features: int, ndim: tuple[int, ...]) -> 
     if x.ndim not in ndim or x.shape[-1] != num_features:
         raise ShapeError(f"{who}({num_features}): expected input (..., {num_features}), "
                          f"got {x.shape}")
+
+
+# ---------------------------------------------------------------- the fused training op
+
+
+class BatchNormTrain(Function):
+    """y = γ·x̂ + β, x̂ = (x − μ)/σ̂, σ̂ = √(σ² + eps), with μ and σ² (biased) the column mean
+    and variance of x (N, F); then y ← max(y, 0) when `relu`. `w`, `b` (F,) or None.
+
+    One graph node where the composite records about twelve, each a full pass over (N, F).
+    x̂ is never formed: y = c·(γ/σ̂) + β from the centred c = x − μ, which the backward keeps
+    (x̂ = c/σ̂ there). `stats`, an (2, F) array or None, receives μ and σ² (the caller's
+    running statistics need them).
+    """
+
+    @staticmethod
+    def forward(ctx, x, w, b, eps, relu, stats):
+        n = x.shape[0]
+        mean = x.sum(axis=0) / n  # numpy's own x.mean(axis=0), to the last bit
+        c = np.subtract(x, mean)
+        out = np.multiply(c, c)  # (N, F) the squares, then the output in place
+        var = column_sums(out) / n
+        inv = 1.0 / np.sqrt(var + x.dtype.type(eps))  # (F,) 1/σ̂
+        scale = inv * w if w is not None else inv  # (F,) γ/σ̂
+        np.multiply(c, scale, out=out)
+        if b is not None:
+            out += b
+        positive = relu_(out) if relu else None
+        if stats is not None:
+            stats[0], stats[1] = mean, var
+        ctx.save_for_backward(c, inv, scale, positive)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = (γ/σ̂)/N · (N·dy − Σdy − x̂·Σ(dy·x̂)), dγ = Σ dy·x̂, dβ = Σ dy (sums over rows;
+        dy = g·[y > 0] with the ReLU, else g; x̂ = c/σ̂)."""
+        c, inv, scale, positive = ctx.saved_tensors
+        n = g.shape[0]
+        dy = g * positive if positive is not None else g
+        dx = np.multiply(dy, c)  # (N, F) dy·c, then dx in place
+        dgamma, dbeta = column_sums(dx) * inv, column_sums(dy)
+        np.multiply(c, inv * dgamma / n, out=dx)  # x̂·Σ(dy·x̂)/N
+        np.subtract(dy, dx, out=dx)
+        dx -= dbeta / n
+        dx *= scale
+        _, need_w, need_b = ctx.needs_input_grad[:3]
+        return (dx, dgamma if need_w else None, dbeta if need_b else None, None, None, None)
+
+
+def relu_(y: np.ndarray) -> np.ndarray:
+    """max(y, 0) in place as y·[y > 0]; returns the mask [y > 0] (the backward's).
+
+    About 45 µs where np.maximum takes 75 µs on a (3,800 × 64) float32 array, with the same
+    numbers for finite y: a negative entry becomes 0 (as −0.0, equal to 0), a NaN stays NaN.
+    Only −∞ differs (NaN, not 0); a batch norm's output is finite unless its input is not.
+    """
+    positive = y > 0
+    np.multiply(y, positive, out=y)
+    return positive
+
+
+def batch_norm_train(x: Tensor, weight: Tensor | None, bias: Tensor | None, eps: float,
+                     relu: bool = False, stats: np.ndarray | None = None) -> Tensor:
+    """Training-mode batch norm of x (N, F) over its rows (then ReLU when `relu`): see
+    `BatchNormTrain`. `stats` (2, F), if given, receives the batch mean and biased variance."""
+    return BatchNormTrain.apply(x, weight, bias, float(eps), bool(relu), stats)
+
+
+# ---------------------------------------------------------------- the layers
 
 
 class BatchNorm1d(Module):
@@ -57,18 +131,22 @@ class BatchNorm1d(Module):
         self.running_mean = Buffer(np.zeros(num_features), dtype=dtype)
         self.running_var = Buffer(np.ones(num_features), dtype=dtype)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, relu: bool = False) -> Tensor:
+        """BN(x), or max(BN(x), 0) with `relu`: the ReLU that follows BN in GIN, fused into the
+        training op (one node and one pass fewer each way)."""
         _check_input("BatchNorm1d", x, self.num_features, (2,))
+        if not self.training and not is_grad_enabled():  # inference: no graph to record
+            return Tensor(self._inference(x.data, relu))
         if not self.training:
-            return self._affine(x - self.running_mean.data, self.running_var.data + self.eps)
+            out = self._affine(x - self.running_mean.data, self.running_var.data + self.eps)
+            return out.relu() if relu else out
         if x.shape[0] < 2:  # torch refuses too: the variance of one row is 0, the output bias
             raise ShapeError(f"BatchNorm1d: training needs more than one row per feature, got "
                              f"input {x.shape}")
-        mean = x.mean(axis=0)  # (F,)
-        centred = x - mean
-        var = (centred * centred).mean(axis=0)  # (F,) biased: what normalises the batch
-        self._update(mean.data, var.data * (x.shape[0] / (x.shape[0] - 1)))
-        return self._affine(centred, var + self.eps)
+        stats = np.empty((2, self.num_features), dtype=x.dtype)  # μ and the biased σ²
+        out = batch_norm_train(x, self.weight, self.bias, self.eps, relu, stats)
+        self._update(stats[0], stats[1] * (x.shape[0] / (x.shape[0] - 1)))
+        return out
 
     def _affine(self, centred: Tensor, var_eps: Any) -> Tensor:
         """centred · (var + eps)^(−½) · weight + bias, the scale folded into one (F,) vector."""
@@ -77,6 +155,21 @@ class BatchNorm1d(Module):
             scale = scale * self.weight
         out = centred * scale
         return out + self.bias if self.bias is not None else out
+
+    def _inference(self, x: np.ndarray, relu: bool) -> np.ndarray:
+        """`_affine`'s numbers (then max(·, 0) with `relu`) computed in one fresh array, in
+        place: the same float operations in the same order, so its output to the last bit
+        (the ReLU's zeros may be −0.0)."""
+        scale = (self.running_var.data + self.eps) ** -0.5
+        if self.weight is not None:
+            scale = scale * self.weight.data
+        out = np.subtract(x, self.running_mean.data)
+        out *= scale
+        if self.bias is not None:
+            out += self.bias.data
+        if relu:
+            relu_(out)
+        return out
 
     def _update(self, mean: np.ndarray, unbiased_var: np.ndarray) -> None:
         m = self.momentum

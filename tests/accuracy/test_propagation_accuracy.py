@@ -2,8 +2,9 @@
 `mgsparse train` runs them, against the floors of their papers' figures, and the 3-layer GCN
 with batch norm and a residual against the 2-layer GCN. Slow: deselect with -m 'not slow'.
 
-GCNII (configs/cora-gcnii.yaml, 64 layers) is not here: its ten seeds take 10-25 minutes of
-one idle core (docs/models.md, "GCNII's cost")."""
+GCNII (configs/cora-gcnii.yaml, 64 layers) runs two seeds capped at 300 epochs: its ten
+seeds run to their early stop (best epochs 80-920) take 10-25 minutes of one idle core
+(docs/models.md, "GCNII's cost"); by epoch 300 every seed measured has passed 84.9%."""
 
 from __future__ import annotations
 
@@ -29,6 +30,12 @@ def test_chebnet_on_cora_over_five_seeds(mirror_env):
     (K = 3, chosen on validation accuracy) gives 83.00% ± 0.42 over ten seeds, 82.96% over
     the five here (~30 s on two cores)."""
     assert mean_test_accuracy("cora-cheb.yaml", runs=5) >= 0.812
+
+
+def test_gcnii_64_layers_on_cora_in_300_epochs(mirror_env):
+    """Chen et al. report 85.5%; the issue's floor is 84.5%. The shipped recipe, epochs capped
+    at 300 (seeds 0..3 measured 84.9-85.4% there)."""
+    assert mean_test_accuracy("cora-gcnii.yaml", runs=2, sets=("train.epochs=300",)) >= 0.845
 
 
 def test_a_3_layer_gcn_with_batch_norm_holds_the_2_layer_figure(mirror_env):

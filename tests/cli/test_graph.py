@@ -112,7 +112,7 @@ def test_point_cloud_graph_is_the_mlp_on_one_batch(run, tmp_path):
     result = run("graph", MOONS, "--out", tmp_path / "m.dot", "--format", "dot")
     assert result.exit_code == 0, result.output
     dot = (tmp_path / "m.dot").read_text()
-    assert Counter(op_nodes(dot).values()) == {"Affine": 3, "Relu": 2, "CrossEntropy": 1}
+    assert Counter(op_nodes(dot).values()) == {"LinearOp": 3, "Relu": 2, "CrossEntropy": 1}
     assert 'label="leaf\\n(32, 2) float32"' in dot  # one mini-batch of 32 points
 
 

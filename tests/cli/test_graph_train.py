@@ -53,6 +53,16 @@ def test_folds_runs_one_model_per_fold_and_says_so(folds_run):
     assert plot.stat().st_size > 10_000
 
 
+def test_a_folded_runs_curves_are_drawn_per_fold(cli, tu, tmp_path):
+    """`--folds 2 --plot x.svg`: both curve panels draw each fold thin and the mean bold."""
+    plot = tmp_path / "folds.svg"
+    result = cli("train", MUTAG, "--folds", 2, "--epochs", 2, "--plot", plot, "--quiet", *tu)
+    assert result.exit_code == 0, result.output
+    svg = plot.read_text()
+    assert svg.count("per epoch, each of 2 folds (thin) and their mean") == 2
+    assert "mean ± std" not in svg
+
+
 def test_evaluate_scores_each_model_on_its_own_fold(cli, folds_run, tu):
     out, _, _ = folds_run
     result = cli("evaluate", out, "--json")

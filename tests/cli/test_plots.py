@@ -16,6 +16,7 @@ from mgsparse.bench import sweep
 from mgsparse.bench.dense_vs_sparse import RepresentationResult
 from mgsparse.cli.plots import (
     INSTALL_HINT,
+    _draw_curves,
     check_plot_target,
     curve_band,
     pca_2d,
@@ -27,7 +28,7 @@ from mgsparse.config import load_config
 from mgsparse.errors import ConfigError, MgsparseError
 from mgsparse.run import fit, make_task
 from mgsparse.run.results import EpochRow, RunResult
-from mgsparse.run.task import Scores
+from mgsparse.run.task import ACCURACY_METRICS, Scores
 from tests.conftest import CONFIGS, make_config, moons_config
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -124,6 +125,43 @@ def test_curve_band_is_the_mean_and_std_over_runs_epoch_by_epoch():
     assert mean.tolist() == [2.0, 4.0, 5.0] and std.tolist() == [1.0, 1.0, 0.0]
     _, mean, std = curve_band(runs, "val_auc")  # a declared score column, by its name
     assert mean.tolist() == [-1.0, -3.0, -4.0] and std.tolist() == [1.0, 1.0, 0.0]
+
+
+def _fold_runs(curves: list[list[float]]) -> list[RunResult]:
+    """Runs whose epochs carry val_acc = the given values (train_acc = 1 − them, loss 1)."""
+    return [RunResult(seed=i, rows=[EpochRow(e + 1, 1.0, Scores({"train_acc": 1 - v,
+                                                                 "val_acc": v}), 0)
+                                    for e, v in enumerate(c)])
+            for i, c in enumerate(curves)]
+
+
+def test_a_folded_run_draws_each_fold_thin_and_their_mean_bold():
+    """k folds: k + 1 lines per field (every fold's own curve, then the mean), no band; a
+    fold that stopped early is drawn over its own epochs."""
+    runs = _fold_runs([[0.5, 0.6, 0.7], [0.7, 0.8, 0.9], [0.6, 0.7]])
+    ax = require_matplotlib().Figure().subplots()
+    _draw_curves(ax, runs, ("train_acc", "val_acc"), "accuracy", ACCURACY_METRICS, folded=True)
+    lines = ax.get_lines()
+    assert len(lines) == 2 * (3 + 1) and not ax.collections  # no ± std band
+    for field, group in (("train_acc", lines[:4]), ("val_acc", lines[4:])):
+        mean, *folds = group
+        assert mean.get_linewidth() > 2 and all(f.get_linewidth() < 1 for f in folds)
+        assert {f.get_color() for f in folds} == {mean.get_color()}
+        np.testing.assert_allclose(mean.get_ydata(), curve_band(runs, field)[1])
+        assert [list(f.get_xdata()) for f in folds] == [[1, 2, 3], [1, 2, 3], [1, 2]]
+    np.testing.assert_allclose(lines[5].get_ydata(), [0.5, 0.6, 0.7])  # fold 0's val_acc
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "train accuracy, mean", "val accuracy, mean"]
+    assert ax.get_title() == "accuracy per epoch, each of 3 folds (thin) and their mean"
+
+
+def test_runs_that_are_not_folds_keep_the_mean_and_band():
+    runs = _fold_runs([[0.5, 0.6, 0.7], [0.7, 0.8, 0.9]])
+    ax = require_matplotlib().Figure().subplots()
+    _draw_curves(ax, runs, ("train_acc", "val_acc"), "accuracy", ACCURACY_METRICS)
+    assert len(ax.get_lines()) == 2 and len(ax.collections) == 2  # a mean and a band each
+    np.testing.assert_allclose(ax.get_lines()[1].get_ydata(), [0.6, 0.7, 0.8])
+    assert ax.get_title() == "accuracy per epoch, mean ± std over 2 runs"
 
 
 def test_pca_2d_keeps_the_two_directions_of_largest_variance():

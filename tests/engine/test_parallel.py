@@ -204,23 +204,3 @@ def test_the_nonzero_count_stops_early_with_the_answer_of_one_count(rng):
         for limit in (0, count - 1, count, count + 1, 0.25 * g.size):
             assert parallel._nonzeros_exceed(g, limit) == (count > limit), (share, limit)
 
-
-def test_linear_is_matmul_plus_bias_bitwise_and_falls_back_where_it_cannot_fuse(rng):
-    """The fused x·W + b gives the composite's output and gradients bit for bit; without a
-    bias, on 1-d input or on sparse features it is the composite itself."""
-    from mgsparse.engine.fused import Affine, linear
-
-    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((5000, 64), (64, 9), (9,)))
-    results = []
-    for fn in (lambda x, w, b: linear(x, w, b), lambda x, w, b: x @ w + b):
-        ts = [Tensor(a, requires_grad=True) for a in (x, w, b)]
-        out = fn(*ts)
-        (out * out).sum().backward()
-        results.append((out, [out.data] + [t.grad for t in ts]))
-    assert results[0][0]._ctx.fn is Affine and results[1][0]._ctx.fn is not Affine
-    for fused, composite in zip(results[0][1], results[1][1]):
-        np.testing.assert_array_equal(fused, composite)
-    assert linear(Tensor(x), Tensor(w))._ctx is None  # no grad needed, no bias: plain matmul
-    np.testing.assert_array_equal(linear(Tensor(x[0]), Tensor(w), Tensor(b)).data, x[0] @ w + b)
-    sparse = SparseTensor.from_dense(np.eye(64, dtype=np.float32))
-    np.testing.assert_allclose(linear(sparse, Tensor(w), Tensor(b)).data, w + b, rtol=1e-6)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from mgsparse import Tensor, gradcheck
-from mgsparse.errors import HyperparameterError
+from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.nn import (
     ELU,
     Dropout,
@@ -48,6 +48,28 @@ def test_linear_layout_init_and_forward():
     lin.bias.data[:] = [1.0, -1.0]
     np.testing.assert_allclose(lin(Tensor(x)).data, x @ lin.weight.data + [1.0, -1.0], rtol=1e-6)
     assert repr(lin) == "Linear(in_features=3, out_features=2, bias=True)"
+
+
+def test_linear_is_one_op_bit_for_bit_the_product_and_the_bias():
+    """A dense 2-d input runs LinearOp: output and every gradient equal to x @ W + b's."""
+    rng = np.random.default_rng(3)
+    lin = Linear(5, 4, rng=rng)
+    lin.bias.data[:] = rng.standard_normal(4)
+    x0, g = (rng.standard_normal(s).astype(np.float32) for s in ((6, 5), (6, 4)))
+    got = []
+    for fn in (lin, lambda x: x @ lin.weight + lin.bias):
+        x = Tensor(x0, requires_grad=True)
+        lin.zero_grad()
+        out = fn(x)
+        (out * Tensor(g)).sum().backward()
+        got.append((out, x.grad, lin.weight.grad, lin.bias.grad))
+    assert got[0][0]._ctx.fn.__name__ == "LinearOp" and got[1][0]._ctx.fn.__name__ == "Add"
+    for fused, composed in zip(*got):
+        np.testing.assert_array_equal(getattr(fused, "data", fused),
+                                      getattr(composed, "data", composed))
+    with pytest.raises(ShapeError, match=r"Linear: input \(6, 3\) does not fit weight "
+                                         r"\(5, 4\)"):
+        lin(Tensor(np.zeros((6, 3), np.float32)))
 
 
 def test_linear_without_bias_has_one_parameter():

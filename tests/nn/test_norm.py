@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from mgsparse import Tensor, gradcheck
+from mgsparse.engine import no_grad
 from mgsparse.errors import HyperparameterError, MgsparseError, ShapeError
 from mgsparse.nn import BatchNorm1d, Buffer, LayerNorm, Linear, Sequential
+from mgsparse.nn.norm import batch_norm_train
 from mgsparse.optim import SGD
 
 EPS = 1e-5
@@ -83,6 +85,59 @@ def test_batch_norm_float64_gradcheck(rng, training):
     result = gradcheck(fn, inputs)
     assert result.passed and result.max_abs_err < 1e-7
     assert [c.shape for c in result.inputs] == [(6, 3), (3,), (3,)]
+
+
+def composed_batch_norm(x, w, b, relu):
+    """The composite BatchNorm1d computed before the fused op: engine primitives only."""
+    centred = x - x.mean(axis=0)
+    var = (centred * centred).mean(axis=0)
+    out = centred * ((var + EPS) ** -0.5 * w) + b
+    return out.relu() if relu else out
+
+
+@pytest.mark.parametrize("relu", [False, True], ids=["bn", "bn_relu"])
+def test_fused_op_equals_the_composite_forward_and_backward(rng, relu):
+    """Output and the three gradients of the fused op against the composite, in float64."""
+    x0, w0, b0 = rng.standard_normal((9, 4)) * 3 + 1, rng.uniform(0.5, 2, 4), rng.normal(size=4)
+    g = rng.standard_normal((9, 4))
+    results = []
+    for fn in (lambda x, w, b: batch_norm_train(x, w, b, EPS, relu), composed_batch_norm):
+        x, w, b = (Tensor(a.copy(), requires_grad=True) for a in (x0, w0, b0))
+        out = fn(x, w, b) if fn is not composed_batch_norm else fn(x, w, b, relu)
+        (out * Tensor(g)).sum().backward()
+        results.append([out.data, x.grad, w.grad, b.grad])
+    assert (results[0][0] == 0).any() == relu  # the ReLU did cut some entries
+    for fused, composed in zip(*results):
+        np.testing.assert_allclose(fused, composed, rtol=1e-10, atol=1e-10)
+
+
+def test_fused_op_keeps_float32_and_fills_the_batch_statistics(rng):
+    x = rng.standard_normal((6, 3)).astype(np.float32)
+    w, b = Tensor(np.ones(3, np.float32), requires_grad=True), Tensor(np.zeros(3, np.float32))
+    xt, stats = Tensor(x, requires_grad=True), np.zeros((2, 3), np.float32)
+    out = batch_norm_train(xt, w, b, EPS, relu=True, stats=stats)
+    out.sum().backward()
+    assert out.dtype == xt.grad.dtype == w.grad.dtype == np.float32 and b.grad is None
+    np.testing.assert_allclose(stats, [x.mean(axis=0), x.var(axis=0)], rtol=1e-6)
+    np.testing.assert_allclose(out.data, np.maximum((x - x.mean(0)) / np.sqrt(x.var(0) + EPS),
+                                                    0), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("relu", [False, True], ids=["bn", "bn_relu"])
+def test_inference_without_a_graph_is_the_composite_bit_for_bit(rng, relu):
+    """Eval under no_grad (one in-place pass) gives the recorded composite's exact bits."""
+    bn = BatchNorm1d(5).eval()
+    for p, values in ((bn.weight, rng.uniform(0.5, 2, 5)), (bn.bias, rng.normal(size=5)),
+                      (bn.running_mean, rng.normal(size=5)),
+                      (bn.running_var, rng.uniform(0.5, 2, 5))):
+        p.data[:] = values
+    x = Tensor(rng.standard_normal((7, 5)).astype(np.float32))
+    recorded = bn(x, relu=relu)
+    with no_grad():
+        fast = bn(x, relu=relu)
+    assert recorded.requires_grad and not fast.requires_grad and fast.dtype == np.float32
+    np.testing.assert_array_equal(fast.data, recorded.data)
+    assert (fast.data == 0).any() == relu
 
 
 def test_training_normalises_each_feature(rng):

@@ -30,7 +30,7 @@ def test_the_dot_is_the_first_steps_loss(tmp_path):
 
 def test_a_point_cloud_step_is_the_mlp_on_one_batch(tmp_path):
     drawing = draw_step(moons_config(), tmp_path / "m.dot", "dot")
-    assert drawing.op_counts == {"Affine": 3, "CrossEntropy": 1, "Relu": 2}  # x·W + b fused
+    assert drawing.op_counts == {"CrossEntropy": 1, "LinearOp": 3, "Relu": 2}
     assert 'label="leaf\\n(32, 2) float32"' in drawing.dot_path.read_text()
 
 

@@ -391,8 +391,8 @@ def test_clip_alarm_names_the_ratio():
 def test_first_step_loss_of_a_point_task_is_the_mlp_on_one_batch():
     loss = first_step_loss(moons_config(), make_task(moons_config()))
     assert loss.shape == () and loss.requires_grad
-    # 3 Linear layers: 3 fused x·W + b, ReLU between them, one fused cross-entropy
-    assert summarize(loss) == {"Affine": 3, "CrossEntropy": 1, "Relu": 2}
+    # 3 Linear layers (x·W + b, one op each), ReLU between them, one fused cross-entropy
+    assert summarize(loss) == {"CrossEntropy": 1, "LinearOp": 3, "Relu": 2}
 
 
 def test_first_step_loss_of_a_gcn_on_karate(karate):
