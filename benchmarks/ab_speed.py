@@ -8,13 +8,19 @@ The earlier side is this tree with a few functions swapped for their versions at
   recipe) with `--rev`'s edge attention (`Gather`s + `leaky_relu` + `row_softmax`) and its
   SDDMM kernel in place of the fused `attention_softmax` and the current kernel;
 - `sampled`: a sampled GraphSAGE epoch (benchmarks/compare_sampled.py's setting) with `--rev`'s
-  `gather_rows`.
+  `gather_rows`;
+- `gcn`: a whole-graph GCN epoch (training step and scores, `train.receptive_field: false`) on
+  the ogbn-arxiv-shaped graph of benchmarks/compare_pyg.py with `--rev`'s `GCNConv.forward`,
+  cross-entropy forward and `sparse_rows` (2f38205 predates GCNConv's choice of the side to
+  propagate, the fused linear and the early-stopping nonzero count).
 
-`--rev` must predate the change (5fe5376 does). Prints the median step/epoch of each side
-(after one untimed round), new/old, and whether every loss was bitwise the same.
+`--rev` must predate the change (5fe5376 does for gat and sampled). Prints the median
+step/epoch of each side (after one untimed round), new/old, and whether every loss was
+bitwise the same (the training loss, and for gcn the validation loss too).
 
     python benchmarks/ab_speed.py gat --rev 5fe5376 --nodes 100000 --threads 1 --rounds 6
     python benchmarks/ab_speed.py sampled --rev 5fe5376 --threads 1 --rounds 4
+    python benchmarks/ab_speed.py gcn --rev 2f38205 --threads 1 --rounds 8
 """
 
 from __future__ import annotations
@@ -87,9 +93,41 @@ def sampled_sides(rev: str, nodes: int):
             "new": (lambda: use(new), MgsparseSide(graph, 0).epoch)}
 
 
+def gcn_sides(rev: str, nodes: int):
+    from compare_pyg import MgsparseSide
+    from floor_gcn import arxiv_shaped_graph
+
+    from mgsparse.engine import parallel
+    from mgsparse.nn import functional, gcn
+    from mgsparse.run import train_epoch
+
+    old_c = old_module(rev, "mgsparse/nn/gcn.py", "old_gcn")
+    old_f = old_module(rev, "mgsparse/nn/functional.py", "old_functional")
+    old_p = old_module(rev, "mgsparse/engine/parallel.py", "old_parallel")
+
+    def use(forward, loss, rows):
+        gcn.GCNConv.forward, parallel.sparse_rows = forward, rows
+        functional.CrossEntropy.forward = staticmethod(loss)
+
+    def epoch(side):
+        model, task = side.model, side.task
+        loss, _ = train_epoch(model, side.optimizer, task.batches(model, side.shuffle), None)
+        return loss, task.evaluate(model).val_loss
+
+    graph = arxiv_shaped_graph()
+    new = (gcn.GCNConv.forward, functional.CrossEntropy.forward, parallel.sparse_rows)
+    old = (old_c.GCNConv.forward, old_f.CrossEntropy.forward, old_p.sparse_rows)
+    sides = {name: MgsparseSide(graph, 0, False) for name in ("old", "new")}
+    return {"old": (lambda: use(*old), lambda: epoch(sides["old"])),
+            "new": (lambda: use(*new), lambda: epoch(sides["new"]))}
+
+
+SIDES = {"gat": gat_sides, "sampled": sampled_sides, "gcn": gcn_sides}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("work", choices=["gat", "sampled"])
+    parser.add_argument("work", choices=sorted(SIDES))
     parser.add_argument("--rev", default="5fe5376")
     parser.add_argument("--nodes", type=int, default=100_000, help="gat only")
     parser.add_argument("--threads", type=int, default=1)
@@ -99,7 +137,7 @@ def main() -> None:
     from compare_sampled import set_threads
 
     set_threads(args.threads)
-    sides = (gat_sides if args.work == "gat" else sampled_sides)(args.rev, args.nodes)
+    sides = SIDES[args.work](args.rev, args.nodes)
     times = {k: [] for k in sides}
     losses = {k: [] for k in sides}
     for r in range(args.rounds + 1):  # round 0 builds the caches: not timed
@@ -111,9 +149,16 @@ def main() -> None:
             if r:
                 times[name].append(time.perf_counter() - t0)
     med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    old, new = (np.asarray(losses[k], dtype=np.float64) for k in ("old", "new"))
+    equal = np.array_equal(old, new)
     print(f"{args.work}, {args.threads} thread(s), {args.rounds} rounds: old ({args.rev}) "
           f"{med['old']:,.0f} ms, new {med['new']:,.0f} ms, new/old {med['new'] / med['old']:.3f}; "
-          f"losses bitwise equal: {np.array_equal(losses['old'], losses['new'])}")
+          f"losses bitwise equal: {equal}"
+          + ("" if equal else f" (largest relative difference {_rel(old, new):.1e})"))
+
+
+def _rel(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.max(np.abs(a - b) / np.maximum(np.abs(a), 1e-30)))
 
 
 if __name__ == "__main__":

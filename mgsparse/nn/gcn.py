@@ -19,7 +19,7 @@ import numpy as np
 from mgsparse.engine import Tensor
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn.edges import GraphCache, check_edge_index
-from mgsparse.nn.layers import glorot_
+from mgsparse.nn.layers import LinearOp, glorot_
 from mgsparse.nn.module import Module, ModuleList, Parameter
 from mgsparse.nn.stack import StackedModel, stack_widths
 from mgsparse.sparse import SparseTensor, as_operand, gcn_norm
@@ -72,6 +72,29 @@ def gcn_block_adjacency(block: Any, dtype: Any = np.float32) -> SparseTensor:
     return SparseTensor(indices, np.concatenate([edges, 1.0 / d[:t]]).astype(dtype), (t, s))
 
 
+# What one stored entry of a sparse product costs per column, in dense (BLAS) multiply-adds:
+# scipy's CSR kernel gathers a row of H per entry where BLAS streams. On the ogbn-arxiv-shaped
+# graph of benchmarks/compare_pyg.py (one core) it was about 10 at 16 columns, and more at 40,
+# once the rows of H no longer stay in cache.
+SPARSE_ENTRY_COST = 10
+
+
+def propagates_first(adj: Any, x: Any, out_features: int) -> bool:
+    """Whether Â·(H W) costs more than (Â·H)·W for Â (T, S) with `nnz` entries, H (S, F_in):
+
+        transform first:  S·F_in·F_out + c·nnz·F_out;   propagate first:  c·nnz·F_in + T·F_in·F_out
+
+    with c = SPARSE_ENTRY_COST. So the sparse product runs on the narrower side (PyG's rule:
+    a 16 → 40 layer propagates 16 columns), unless a block's T targets are so few against
+    its S sources that multiplying the S rows by W would cost more. Dense H and sparse Â only:
+    sparse features are multiplied by W first (a sparse × sparse product is never wanted)."""
+    if not isinstance(adj, SparseTensor) or not isinstance(x, Tensor) or x.ndim != 2:
+        return False
+    (t, s), f_in, c = adj.shape, x.shape[1], SPARSE_ENTRY_COST
+    return c * adj.nnz * f_in + t * f_in * out_features < (
+        s * f_in * out_features + c * adj.nnz * out_features)
+
+
 def _is_operator(adj: Any) -> bool:
     """An already-normalised operand of another type that multiplies with `@` (the
     distributed `HaloAdjacency`); a numpy array with `@` is an edge list."""
@@ -86,7 +109,9 @@ class GCNConv(Module):
     normalised here, or an already-normalised operand (SparseTensor, dense Tensor, or any
     object that multiplies with `@`), used as is. With `cached`, Â is kept for the graph it
     came from (edge list and constant weights compared by value, so a different graph is
-    never given a stale Â); a learned edge weight rebuilds it every call. W is applied first, so the sparse product runs on F_out columns.
+    never given a stale Â); a learned edge weight rebuilds it every call. W is applied before
+    or after Â, whichever is cheaper (`propagates_first`): the sparse product runs on the
+    narrower side.
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
@@ -119,8 +144,13 @@ class GCNConv(Module):
 
     def forward(self, x: Tensor | SparseTensor, adj: Adjacency,
                 edge_weight: Tensor | None = None) -> Tensor:
-        h = x @ self.weight  # (N, F_out)
-        out = self.norm_adj(adj, h.shape[0], edge_weight) @ h
+        norm_adj = self.norm_adj(adj, x.shape[0], edge_weight)
+        if propagates_first(norm_adj, x, self.out_features):
+            h = norm_adj @ x  # (T, F_in)
+            if self.bias is not None:  # x·W + b as one op: no second (T, F_out) array
+                return LinearOp.apply(h, self.weight, self.bias)
+            return h @ self.weight
+        out = norm_adj @ (x @ self.weight)  # (S, F_out) then (T, F_out)
         return out + self.bias if self.bias is not None else out
 
     def on_block(self, block: Any) -> Any:

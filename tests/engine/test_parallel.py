@@ -193,3 +193,14 @@ def test_a_forked_child_gets_a_pool_of_its_own():
     if hung:
         child.kill()
     assert not hung and results.get(timeout=5) == 9
+
+
+def test_the_nonzero_count_stops_early_with_the_answer_of_one_count(rng):
+    """`_nonzeros_exceed` counts by row blocks and stops past the limit: for every share of
+    nonzero rows, and limits on both sides of the count, it says what count_nonzero says."""
+    for share in (0.0, 0.1, 0.25, 0.26, 0.54, 1.0):
+        g = rng.standard_normal((10_000, 7)) * (rng.random((10_000, 1)) < share)
+        count = np.count_nonzero(g)
+        for limit in (0, count - 1, count, count + 1, 0.25 * g.size):
+            assert parallel._nonzeros_exceed(g, limit) == (count > limit), (share, limit)
+

@@ -259,3 +259,51 @@ def test_gcn_block_is_unbiased_under_sampling(digraph):
     sd = want * (A_in > 0) * np.sqrt(np.maximum(deg / np.clip(deg, 1, 2) - 1, 0) / draws)
     assert np.all(np.abs(total / draws - want) <= 5.5 * sd + 1e-12)
     assert np.abs(total / draws - want).max() > 0  # sampled, not exact
+
+
+# ---------------------------------------------------------------- which side is propagated
+
+
+def test_the_narrower_side_is_propagated():
+    """PyG's rule through the cost model: on an ogbn-arxiv-shaped Â (169,343 rows, 2.54M
+    entries with the self loops) a 128 → 16 layer multiplies by W first (the product runs on
+    16 columns), a 16 → 40 layer propagates its 16 columns first; sparse features and a dense
+    Â always take W first; a block of few targets over many sources takes W after (T rows)."""
+    from mgsparse.nn.gcn import propagates_first
+
+    class Adj(SparseTensor):  # only the shape and nnz are read
+        def __init__(self, shape, nnz):
+            self._shape, self._nnz = shape, nnz
+
+        shape = property(lambda self: self._shape)
+        nnz = property(lambda self: self._nnz)
+
+    n, nnz = 169_343, 2_540_145
+    whole = Adj((n, n), nnz)
+    assert not propagates_first(whole, Tensor(np.zeros((1, 128))), 16)
+    assert propagates_first(whole, Tensor(np.zeros((1, 16))), 40)
+    assert not propagates_first(whole, SparseTensor.from_dense(np.eye(3)), 40)
+    assert not propagates_first(Tensor(np.zeros((4, 4))), Tensor(np.zeros((1, 16))), 40)
+    # a sampled block: 1,024 targets, 25 in-edges each, from 25,600 sources, 128 → 16
+    block = Adj((1024, 25_600), 25_600)
+    assert propagates_first(block, Tensor(np.zeros((1, 128))), 16)
+
+
+def test_propagating_first_gives_a_hat_x_w_plus_b_and_its_gradients(rng):
+    """A 2 → 5 layer propagates first, (Â X) W + b, with the gradients of Â (X W) + b."""
+    from mgsparse.nn.gcn import propagates_first
+
+    conv = GCNConv(2, 5, rng=rng, dtype=np.float64)
+    conv.bias.data[:] = rng.standard_normal(5)
+    x = Tensor(rng.standard_normal((N, 2)), requires_grad=True)
+    assert propagates_first(conv.norm_adj(EDGE_INDEX, N), x, 5)
+    np.testing.assert_allclose(conv(x, EDGE_INDEX).data,
+                               dense_norm_adj() @ x.data @ conv.weight.data + conv.bias.data,
+                               atol=1e-12)
+
+    def f(x, w, b):
+        conv.weight, conv.bias = w, b
+        return conv(x, EDGE_INDEX)
+
+    result = gradcheck(f, [x, conv.weight, conv.bias])
+    assert result.passed and result.max_abs_err < 1e-7
