@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from compare_pyg import frameworks_available
 
 from mgsparse.config import load_config
 from mgsparse.data import load_dataset
@@ -46,15 +47,6 @@ from mgsparse.run.tasks.graphs import EVAL_GRAPHS, GraphClassificationTask
 from mgsparse.sparse import set_num_threads
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "nci1-gin.yaml"
-
-
-def frameworks_available() -> bool:
-    try:
-        import torch  # noqa: F401
-        import torch_geometric  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 class MgsparseSide:

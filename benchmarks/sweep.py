@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 
 from mgsparse.config import load_config
+from mgsparse.errors import MgsparseError
 from mgsparse.run import fit, make_task
 
 
@@ -56,8 +58,11 @@ def main() -> None:
     parser.add_argument("--show-test", action="store_true",
                         help="also print every value's test accuracy (not used for the pick)")
     args = parser.parse_args()
-    table = {v: scores(args.config, args.key, v, args.runs, tuple(args.set))
-             for v in args.values}
+    try:
+        table = {v: scores(args.config, args.key, v, args.runs, tuple(args.set))
+                 for v in args.values}
+    except MgsparseError as e:  # a bad config, key or value: one line, as the CLI says it
+        sys.exit(f"sweep: {e}")
     print(f"{args.key:>22} {'val acc':>9} {'val loss':>9}" + (" test acc" * args.show_test))
     for value, s in table.items():
         test = f" {100 * s['test_acc']:8.2f}" if args.show_test else ""
