@@ -1,23 +1,27 @@
-"""GIN graph classification on NCI1 in PyTorch Geometric and in mgsparse, side by side.
+"""GIN graph classification on NCI1 in PyTorch Geometric, in mgsparse and by hand in numpy,
+side by side.
 
-The same model on both sides, Xu et al.'s GIN as configs/nci1-gin.yaml sets it: 4 GINConv
+The same model on every side, Xu et al.'s GIN as configs/nci1-gin.yaml sets it: 4 GINConv
 layers (MLP Linear -> BatchNorm1d -> ReLU -> Linear, then BatchNorm1d and ReLU), hidden 64,
-sum readout of every level (the input's too), one linear head per level after dropout 0.5,
-heads summed; Adam lr 0.01, no weight decay, no clipping; batches of 128 graphs reshuffled
-every epoch. Both train on the same stratified 80/10/10 split (mgsparse's, seed 0).
+the config's readout (mean) of every level (the input's too), one linear head per level after
+dropout 0.5, heads summed; Adam lr 0.01, no weight decay, no clipping; batches of 128 graphs
+reshuffled every epoch. All train on the same stratified 80/10/10 split (mgsparse's, seed 0).
 
 PyG runs as its users write it: a list of `Data` graphs, `torch_geometric.loader.DataLoader`
-collating each batch (training batches shuffled, evaluation batches of 1,024 graphs), PyG's
-`GINConv` and `global_add_pool`. mgsparse runs as `mgsparse train` does: the task's graph
-batches (`mgsparse/run/tasks/graphs.py`: built per training step, evaluation batches built
-once), `GraphClassifier` (`mgsparse/nn/graphnet.py`).
+collating each batch (training batches shuffled, evaluation batches of `EVAL_GRAPHS` graphs),
+PyG's `GINConv` and `global_mean_pool`. mgsparse runs as `mgsparse train` does: the task's
+graph batches (`mgsparse/run/tasks/graphs.py`: built per training step, evaluation batches
+built once), `GraphClassifier` (`mgsparse/nn/graphnet.py`). The numpy floor is
+`benchmarks/floor_gin.py`: the same epoch written by hand in numpy/scipy, no autograd; and the
+line "dense products alone" times only that epoch's matrix products (at this machine's BLAS
+peak), the part no rewrite of the rest removes.
 
 Epoch time (every training step of the epoch plus one evaluation pass over every graph) is
-measured in one process, the sides alternating epoch by epoch so both see the same machine,
-with `--threads` threads each (torch.set_num_threads, mgsparse.sparse.set_num_threads). The
-process keeps freed memory for reuse as `mgsparse train` does
-(`mgsparse.engine.allocator.keep_freed_memory`): malloc is the process's, so PyG's side
-runs under the same setting.
+measured in one process, the sides alternating epoch by epoch so all see the same machine,
+with `--threads` threads each (torch.set_num_threads, mgsparse.sparse.set_num_threads; the
+floor's scipy kernels run on one core). The process keeps freed memory for reuse as
+`mgsparse train` does (`mgsparse.engine.allocator.keep_freed_memory`): malloc is the
+process's, so every side runs under the same setting.
 
     MGSPARSE_TU_URL=<folder of the TU zips> python benchmarks/compare_pyg_graphs.py \\
         [--epochs 10] [--threads 1] [--profile]
@@ -37,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 from compare_pyg import frameworks_available
+from floor_gin import RECIPE, FloorGIN
 
 from mgsparse.config import load_config
 from mgsparse.data import load_dataset
@@ -75,7 +80,7 @@ class PygSide:
     name = "PyG"
 
     def __init__(self, graphs, split: tuple[np.ndarray, np.ndarray, np.ndarray], seed: int,
-                 hidden: int, layers: int, batch_size: int):
+                 hidden: int, layers: int, batch_size: int, readout: str):
         import torch
         from torch_geometric.data import Data
         from torch_geometric.loader import DataLoader
@@ -90,7 +95,7 @@ class PygSide:
                                        shuffle=True)
         self.eval_loader = DataLoader(data, batch_size=EVAL_GRAPHS)
         self.y = graphs.y
-        self.model = _pyg_gin(graphs.num_features, hidden, graphs.num_classes, layers)
+        self.model = _pyg_gin(graphs.num_features, hidden, graphs.num_classes, layers, readout)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.01)
 
     def epoch(self) -> tuple[float, float]:
@@ -106,10 +111,12 @@ class PygSide:
         return tuple(float((pred[i] == self.y[i]).mean()) for i in (self.val, self.test))
 
 
-def _pyg_gin(in_features: int, hidden: int, num_classes: int, layers: int):
+def _pyg_gin(in_features: int, hidden: int, num_classes: int, layers: int, readout: str):
     import torch
     from torch.nn import BatchNorm1d, Dropout, Linear, ModuleList, ReLU, Sequential
-    from torch_geometric.nn import GINConv, global_add_pool
+    from torch_geometric.nn import GINConv, global_add_pool, global_mean_pool
+
+    pool = global_mean_pool if readout == "mean" else global_add_pool
 
     class GIN(torch.nn.Module):
         def __init__(self):
@@ -126,7 +133,7 @@ def _pyg_gin(in_features: int, hidden: int, num_classes: int, layers: int):
             hs = [data.x]
             for conv, norm in zip(self.convs, self.norms):
                 hs.append(norm(conv(hs[-1], data.edge_index)).relu())
-            return sum(head(self.dropout(global_add_pool(h, data.batch)))
+            return sum(head(self.dropout(pool(h, data.batch)))
                        for h, head in zip(hs, self.heads))
 
     return GIN()
@@ -179,20 +186,33 @@ def main() -> None:
     set_num_threads(args.threads)
     graphs = load_dataset("nci1")
     ours = MgsparseSide(graphs, args.seed)
-    m = ours.config.model
+    m, batch = ours.config.model, ours.config.train.batch_size
+    if (m.layers, m.hidden, batch) != (RECIPE["layers"], RECIPE["hidden"], RECIPE["batch"]):
+        sys.exit("compare_pyg_graphs: configs/nci1-gin.yaml and floor_gin.RECIPE disagree")
     split = (ours.task.train_idx, ours.task.val_idx, ours.task.test_idx)
-    pyg = PygSide(graphs, split, args.seed, m.hidden, m.layers, ours.config.train.batch_size)
-    results = alternate([ours, pyg], args.epochs)
-    print(f"NCI1, GIN ({m.layers} layers, hidden {m.hidden}), batch "
-          f"{ours.config.train.batch_size}, {args.epochs} epochs, {args.threads} thread(s):")
+    pyg = PygSide(graphs, split, args.seed, m.hidden, m.layers, batch, m.readout)
+    floor = FloorGIN(graphs, split, args.seed, m.readout)
+    results = alternate([ours, pyg, floor], args.epochs)
+    products = []
+    for _ in range(args.epochs):
+        t0 = time.perf_counter()
+        floor.products_epoch()
+        products.append((time.perf_counter() - t0) * 1e3)
+    print(f"NCI1, GIN ({m.layers} layers, hidden {m.hidden}, {m.readout} readout), batch "
+          f"{batch}, {args.epochs} epochs, {args.threads} thread(s):")
     wall, cpu = {}, {}
     for name, rec in results.items():
         wall[name], cpu[name] = statistics.median(rec["times"]), statistics.median(rec["cpu"])
         val, test = rec["best"]
-        print(f"  {name + ':':10s} epoch median {wall[name]:8.1f} ms wall, {cpu[name]:8.1f} ms CPU   "
-              f"best val {val:.3f}, test there {test:.3f}")
+        print(f"  {name + ':':13s} epoch median {wall[name]:8.1f} ms wall, {cpu[name]:8.1f} ms "
+              f"CPU   best val {val:.3f}, test there {test:.3f}")
+    wall["products"] = statistics.median(products)
+    print(f"  {'dense products alone:':25s} {wall['products']:8.1f} ms wall")
     print(f"  mgsparse / PyG epoch time: {wall['mgsparse'] / wall['PyG']:.2f} wall, "
           f"{cpu['mgsparse'] / cpu['PyG']:.2f} CPU")
+    print(f"  mgsparse / numpy floor: {wall['mgsparse'] / wall[floor.name]:.2f} wall;  "
+          f"numpy floor / PyG: {wall[floor.name] / wall['PyG']:.2f};  "
+          f"dense products alone / PyG: {wall['products'] / wall['PyG']:.2f}")
     if args.profile:
         profile(ours, 3)
 

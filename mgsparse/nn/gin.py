@@ -67,6 +67,10 @@ def gin_mlp(in_features: int, hidden: int, out_features: int,
                       Linear(hidden, out_features, rng=rng, dtype=dtype))
 
 
+def _is_relu(modules: list[Module], i: int) -> bool:
+    return i < len(modules) and type(modules[i]) is ReLU
+
+
 class GINConv(Module):
     """One GIN layer (formula in the module docstring).
 
@@ -106,13 +110,18 @@ class GINConv(Module):
                                     sum_adjacency(edges, num_nodes, self.eps.dtype))
         return adj
 
-    def forward(self, x: Tensor | SparseTensor, adj: Adjacency) -> Tensor:
+    def forward(self, x: Tensor | SparseTensor, adj: Adjacency,
+                norm: BatchNorm1d | None = None, relu: bool = False) -> Tensor:
         if not isinstance(adj, (SparseTensor, Tensor)):
             adj = self.sum_adj(adj, x.shape[0])
-        return self.aggregate(x, adj)
+        return self.aggregate(x, adj, norm, relu)
 
-    def aggregate(self, x: Tensor | SparseTensor, adj: SparseTensor | Tensor) -> Tensor:
-        """MLP((1 + ε)·x[:T] + A·x) for a (T, S) sum operand A and x (S, F_in)."""
+    def aggregate(self, x: Tensor | SparseTensor, adj: SparseTensor | Tensor,
+                  norm: BatchNorm1d | None = None, relu: bool = False) -> Tensor:
+        """MLP((1 + ε)·x[:T] + A·x) for a (T, S) sum operand A and x (S, F_in); then `norm`
+        (a BatchNorm1d, and a ReLU with `relu`) when given: the norm a graph classifier puts
+        after each GIN layer, run with the MLP so that its last Linear and the norm fuse."""
+        tail = [] if norm is None else [norm, ReLU()] if relu else [norm]
         t, s = adj.shape
         if x.shape[0] != s:
             raise ShapeError(f"GINConv: the sum operand {adj.shape} needs x with {s} rows, "
@@ -123,23 +132,34 @@ class GINConv(Module):
             z = x @ first.weight  # (S, hidden): the sum then runs on the narrower side
             h = self._combine(z, adj, t)
             h = h + first.bias if first.bias is not None else h
-            return self._run_mlp(h, 1)
+            return self._run_mlp(h, 1, tail)
         if isinstance(x, SparseTensor):
             raise ShapeError("GINConv: sparse features need an MLP that opens with a Linear")
-        return self._run_mlp(self._combine(x, adj, t), 0)
+        return self._run_mlp(self._combine(x, adj, t), 0, tail)
 
-    def _run_mlp(self, h: Tensor, start: int) -> Tensor:
-        """The MLP from its module `start` on (a Sequential's; any other MLP whole), each
-        BatchNorm1d followed by a ReLU run as one fused op."""
+    def _run_mlp(self, h: Tensor, start: int, tail: list[Module]) -> Tensor:
+        """The MLP from its module `start` on (a Sequential's; any other MLP whole), then the
+        `tail` modules. A BatchNorm1d followed by a ReLU runs as one fused op, and a Linear
+        followed by a BatchNorm1d as `BatchNorm1d.after_linear` (one folded product in
+        inference)."""
         if not isinstance(self.mlp, Sequential):
-            return self.mlp(h)
-        modules = list(self.mlp)
-        i = start
+            modules, h = tail, self.mlp(h)
+        else:
+            modules = list(self.mlp)[start:] + tail
+        i = 0
         while i < len(modules):
-            fuse = (isinstance(modules[i], BatchNorm1d) and i + 1 < len(modules)
-                    and type(modules[i + 1]) is ReLU)
-            h = modules[i](h, relu=True) if fuse else modules[i](h)
-            i += 2 if fuse else 1
+            module, after = modules[i], modules[i + 1] if i + 1 < len(modules) else None
+            if isinstance(module, Linear) and isinstance(after, BatchNorm1d):
+                relu = _is_relu(modules, i + 2)
+                h = after.after_linear(h, module, relu=relu)
+                i += 3 if relu else 2
+            elif isinstance(module, BatchNorm1d):
+                relu = _is_relu(modules, i + 1)
+                h = module(h, relu=relu)
+                i += 2 if relu else 1
+            else:
+                h = module(h)
+                i += 1
         return h
 
     def _combine(self, x: Tensor, adj: SparseTensor | Tensor, t: int) -> Tensor:

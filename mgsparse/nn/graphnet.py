@@ -138,13 +138,11 @@ class GraphClassifier(Module):
         adj = batch.operand(self.kind, self.gat_heads)
         hs = [batch.x]
         for i, conv in enumerate(self.convs):
-            h = self._layer(conv, hs[-1], adj)
             if self.norms is None:
-                hs.append(self.activation(h))
-            elif self.fuse_relu:
-                hs.append(self.norms[i](h, relu=True))
-            else:
-                hs.append(self.activation(self.norms[i](h)))
+                hs.append(self.activation(self._layer(conv, hs[-1], adj)))
+                continue
+            h = conv(hs[-1], adj, norm=self.norms[i], relu=self.fuse_relu)  # BN fused in
+            hs.append(h if self.fuse_relu else self.activation(h))
         return hs
 
     def _layer(self, conv: Module, h: Tensor, adj: SparseTensor) -> Tensor:

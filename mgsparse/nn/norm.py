@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.engine import Function, Tensor, is_grad_enabled
+from mgsparse.engine import Function, Tensor, is_grad_enabled, parallel
 from mgsparse.engine.inplace import modified_in_place
 from mgsparse.engine.parallel import column_sums
 from mgsparse.errors import HyperparameterError, ShapeError
@@ -147,6 +147,29 @@ class BatchNorm1d(Module):
         out = batch_norm_train(x, self.weight, self.bias, self.eps, relu, stats)
         self._update(stats[0], stats[1] * (x.shape[0] / (x.shape[0] - 1)))
         return out
+
+    def after_linear(self, x: Tensor, linear: Any, relu: bool = False) -> Tensor:
+        """BN(linear(x)), then max(·, 0) with `relu`: the Linear → BatchNorm1d pair of a GIN
+        MLP. In inference (eval mode, no gradient) BN is an affine map of fixed statistics, so
+        it folds into the Linear: x·W' + b' with W' = W·s, b' = (b − μ_r)·s + β, s = γ/√(σ²_r +
+        eps) — one product and the bias, where the pair costs the product and four passes over
+        its output. Equal to the pair up to float rounding. Otherwise the two ops, unchanged."""
+        w, b = linear.weight, linear.bias
+        if (self.training or is_grad_enabled() or not isinstance(x, Tensor) or x.ndim != 2
+                or w.shape[1] != self.num_features):
+            return self(linear(x), relu=relu)
+        scale = (self.running_var.data + self.eps) ** -0.5
+        if self.weight is not None:
+            scale = scale * self.weight.data
+        shift = -self.running_mean.data if b is None else b.data - self.running_mean.data
+        shift = shift * scale
+        if self.bias is not None:
+            shift = shift + self.bias.data
+        out = parallel.matmul(x.data, w.data * scale)
+        out += shift
+        if relu:
+            relu_(out)
+        return Tensor(out)
 
     def _affine(self, centred: Tensor, var_eps: Any) -> Tensor:
         """centred · (var + eps)^(−½) · weight + bias, the scale folded into one (F,) vector."""

@@ -11,6 +11,7 @@ import pytest
 
 from mgsparse import SparseTensor, Tensor, gradcheck
 from mgsparse.data.sampler import NeighborSampler
+from mgsparse.engine import no_grad
 from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.nn import BatchNorm1d, GINConv, Identity, Linear, ReLU, Sequential
 from mgsparse.nn.block import block_support
@@ -80,6 +81,31 @@ def test_the_default_mlp_matches_numpy(rng, training, sizes):
                               dtype=np.float64), rng).train(training)
     x = rng.standard_normal((N, f_in))
     np.testing.assert_allclose(conv(Tensor(x), EDGE_INDEX).data, dense_gin(conv, x), atol=1e-12)
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+def test_a_norm_after_the_layer_runs_with_its_mlp(rng, training):
+    """conv(x, adj, norm, relu=True) is relu(norm(conv(x, adj))): in training the very same
+    ops; in inference the last Linear and the norm fold into one product (rounding only)."""
+    conv = randomised(GINConv(2, 3, hidden=4, rng=rng), rng)
+    norm = BatchNorm1d(3)
+    norm.weight.data[:], norm.bias.data[:] = rng.uniform(0.5, 2, 3), rng.normal(size=3)
+    norm.running_mean.data[:], norm.running_var.data[:] = rng.normal(size=3), rng.uniform(1, 2, 3)
+    x = Tensor(X.astype(np.float32))
+    for m in (conv, norm):
+        m.train(training)
+    with no_grad():
+        fused = conv(x, EDGE_INDEX, norm=norm, relu=True)  # training: batch statistics, so
+        apart = norm(conv(x, EDGE_INDEX), relu=True)  # the moved running ones do not count
+    z = dense_gin(conv, X)
+    mean, var = ((z.mean(axis=0), z.var(axis=0)) if training
+                 else (norm.running_mean.data, norm.running_var.data))
+    want = np.maximum((z - mean) / np.sqrt(var + norm.eps) * norm.weight.data
+                      + norm.bias.data, 0)
+    np.testing.assert_allclose(fused.data, want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(apart.data, want, rtol=1e-4, atol=1e-5)
+    if training:
+        np.testing.assert_array_equal(fused.data, apart.data)
 
 
 def test_sparse_features_give_the_dense_result(rng):

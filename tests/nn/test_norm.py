@@ -140,6 +140,52 @@ def test_inference_without_a_graph_is_the_composite_bit_for_bit(rng, relu):
     assert (fast.data == 0).any() == relu
 
 
+def randomised_eval_bn(rng, f: int, affine: bool = True) -> BatchNorm1d:
+    bn = BatchNorm1d(f, affine=affine).eval()
+    stats = [(bn.running_mean, rng.normal(size=f)), (bn.running_var, rng.uniform(0.5, 2, f))]
+    if affine:
+        stats += [(bn.weight, rng.uniform(0.5, 2, f)), (bn.bias, rng.normal(size=f))]
+    for p, values in stats:
+        p.data[:] = values
+    return bn
+
+
+@pytest.mark.parametrize("relu", [False, True], ids=["bn", "bn_relu"])
+@pytest.mark.parametrize(("affine", "bias"), [(True, True), (False, False)],
+                         ids=["affine", "bare"])
+def test_after_linear_folds_the_statistics_into_the_product_in_inference(rng, relu, affine,
+                                                                           bias):
+    """x·W' + b' with the running statistics folded in: the pair's numbers up to rounding,
+    one product, no graph."""
+    linear = Linear(6, 5, bias=bias, rng=rng)
+    if bias:
+        linear.bias.data[:] = rng.normal(size=5)
+    bn = randomised_eval_bn(rng, 5, affine)
+    x = Tensor(rng.standard_normal((9, 6)).astype(np.float32))
+    with no_grad():
+        folded = bn.after_linear(x, linear, relu=relu)
+        pair = bn(linear(x), relu=relu)
+    assert not folded.requires_grad and folded.dtype == np.float32
+    np.testing.assert_allclose(folded.data, pair.data, rtol=1e-5, atol=1e-6)
+    assert (folded.data == 0).any() == relu
+
+
+def test_after_linear_outside_inference_is_the_pair_bit_for_bit(rng):
+    """Training (batch statistics, running ones moved) and eval with a graph recorded run the
+    two ops unchanged: the same bits, the same running statistics, a gradient to W."""
+    linear = Linear(4, 3, rng=rng)
+    x = rng.standard_normal((8, 4)).astype(np.float32)
+    twins = [BatchNorm1d(3), BatchNorm1d(3)]
+    fused, pair = twins[0].after_linear(Tensor(x), linear, relu=True), twins[1](
+        linear(Tensor(x)), relu=True)
+    np.testing.assert_array_equal(fused.data, pair.data)
+    np.testing.assert_array_equal(twins[0].running_mean.data, twins[1].running_mean.data)
+    recorded = twins[0].eval().after_linear(Tensor(x), linear)
+    assert recorded.requires_grad
+    recorded.sum().backward()
+    assert linear.weight.grad is not None and np.abs(linear.weight.grad).sum() > 0
+
+
 def test_training_normalises_each_feature(rng):
     bn = BatchNorm1d(4, dtype=np.float64)
     out = bn(Tensor(rng.standard_normal((50, 4)) * 5 - 3)).data
