@@ -26,6 +26,7 @@ from compare_sampled import peer, set_threads
 from floor_gcn import synthetic_graph
 
 from mgsparse.engine import Tensor
+from mgsparse.engine.allocator import keep_freed_memory
 from mgsparse.nn import GAT
 from mgsparse.nn import functional as F
 from mgsparse.optim import Adam
@@ -102,6 +103,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     args = parser.parse_args()
+    keep_freed_memory()  # as mgsparse train does; malloc is the process's, so both sides'
     framework = peer()
     graph = synthetic_graph(args.nodes)
     print(f"GAT 8x8 heads, SBM {args.nodes:,} nodes, {graph.edge_index.shape[1]:,} edges, "

@@ -51,6 +51,7 @@ from floor_gcn import RECIPE, FloorSide, load_graph
 
 from mgsparse.bench.measure import rss_bytes
 from mgsparse.config import config_from_dict
+from mgsparse.engine.allocator import keep_freed_memory
 from mgsparse.run import GraphTask, build_optimizer, train_epoch
 from mgsparse.run.task import shuffle_generator
 from mgsparse.sparse import set_num_threads
@@ -362,6 +363,7 @@ def main() -> None:
     parser.add_argument("--memory", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--probe", choices=sorted(SIDES), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    keep_freed_memory()  # as mgsparse train does; malloc is the process's, so every side's
     if not frameworks_available():
         print("compare_pyg: torch and torch_geometric are not installed "
               "(pip install 'mgsparse[compare]'); nothing to compare")

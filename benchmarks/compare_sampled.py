@@ -35,6 +35,7 @@ import numpy as np
 from floor_gcn import synthetic_graph
 
 from mgsparse.config import config_from_dict
+from mgsparse.engine.allocator import keep_freed_memory
 from mgsparse.optim import Adam
 from mgsparse.run import train_epoch
 from mgsparse.run.task import shuffle_generator
@@ -201,6 +202,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--only", choices=["mgsparse"], help="measure mgsparse alone")
     args = parser.parse_args()
+    keep_freed_memory()  # as mgsparse train does; malloc is the process's, so both sides'
     framework = None if args.only else peer()
     graph = sampled_graph()
     print(f"SBM {graph.num_nodes:,} nodes, {graph.edge_index.shape[1]:,} edges, "

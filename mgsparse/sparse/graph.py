@@ -5,7 +5,10 @@ w.r.t. the edge values comes for free); `row_softmax` has its own backward becau
 composite (scatter-max, exp, scatter-sum, divide) would save four nnz-sized arrays for one,
 and `attention_softmax` (GAT's edge scores: gathers, LeakyReLU, row softmax) for the same
 reason. Row sums run as float64 `reduceat`s on row-sorted patterns, and every nnz-sized
-float64 step in chunks, so no nnz-sized float64 array is made.
+float64 step in chunks, so no nnz-sized float64 array is made. On a row-sorted pattern the
+attention softmax runs block by block of whole rows (`_entry_blocks`): each block's steps,
+forward or backward, while its entries are in cache, the blocks spread over the thread pool,
+bitwise the numbers of one pass over all entries.
 """
 
 from __future__ import annotations
@@ -144,11 +147,18 @@ class AttentionSoftmax(SparseFunction):
 
     @staticmethod
     def forward(ctx, dst, src, s, slope):
-        logits = dst.take(s.row)
-        logits += src.take(s.col)
-        positive = logits > 0
-        np.multiply(logits, slope, out=logits, where=~positive)  # LeakyReLU in place
-        out = _softmax(logits, s)
+        blocks = _entry_blocks(s)
+        out = np.empty(s.nnz, dtype=np.result_type(dst, src))
+        positive = np.empty(s.nnz, dtype=bool)
+        if blocks is None:
+            logits = dst.take(s.row)
+            logits += src.take(s.col)
+            np.greater(logits, 0, out=positive)
+            np.multiply(logits, slope, out=logits, where=~positive)  # LeakyReLU in place
+            out = _softmax(logits, s)
+        else:
+            parallel.run_blocks(lambda r0, r1: _attention_rows(
+                r0, r1, s, dst, src, slope, out, positive), blocks)
         ctx.save_for_backward(out, positive)
         ctx.s, ctx.slope, ctx.cols = s, slope, len(src)
         return out
@@ -158,11 +168,80 @@ class AttentionSoftmax(SparseFunction):
         """dz = α ⊙ (g − Σ_row(α ⊙ g)[row]) (softmax), dl = dz·(1 if l > 0 else slope);
         d dst[i] = Σ_{row_k = i} dl_k,  d src[j] = Σ_{col_k = j} dl_k."""
         out, positive = ctx.saved_tensors
-        dl = _softmax_vjp(out, g, ctx.s)
-        np.multiply(dl, ctx.slope, out=dl, where=~positive)
-        d_dst = _row_sums(dl, ctx.s).astype(dl.dtype, copy=False)
-        d_src = np.bincount(ctx.s.col, weights=dl, minlength=ctx.cols).astype(dl.dtype, copy=False)
-        return d_dst, d_src, None, None
+        s, blocks = ctx.s, _entry_blocks(ctx.s)
+        if blocks is None:
+            dl = _softmax_vjp(out, g, s)
+            np.multiply(dl, ctx.slope, out=dl, where=~positive)
+            d_dst = _row_sums(dl, s)
+        else:
+            dl, d_dst = np.empty_like(out), np.zeros(s.shape[0])
+            parallel.run_blocks(lambda r0, r1: _attention_rows_vjp(
+                r0, r1, s, out, g, positive, ctx.slope, dl, d_dst), blocks)
+        d_src = np.bincount(s.col, weights=dl, minlength=ctx.cols).astype(dl.dtype, copy=False)
+        return d_dst.astype(dl.dtype, copy=False), d_src, None, None
+
+
+# ---------------------------------------------------------------- the softmax by row blocks
+
+
+ENTRIES_PER_BLOCK = 1 << 15  # a row block's entries: its temporaries stay in a core's cache
+
+
+def _entry_blocks(s: Structure) -> list[tuple[int, int]] | None:
+    """Row ranges of about ENTRIES_PER_BLOCK entries each (a cut fixed by the pattern alone,
+    whole rows only) when the pattern is row-sorted, else None.
+
+    Everything in a row's softmax (its max, its exponentials, their float64 sum, the division,
+    and the same for the backward) reads that row's entries only, so a block of whole rows is
+    computed start to finish while its entries sit in cache, on the thread pool, with the same
+    float operations in the same order per row as one pass over all entries: bitwise equal."""
+    csr = s.csr()
+    if csr.perm is not None or s.nnz == 0:
+        return None
+    if csr.entry_blocks is None:
+        cuts = np.searchsorted(csr.indptr, np.arange(ENTRIES_PER_BLOCK, s.nnz, ENTRIES_PER_BLOCK))
+        bounds = np.unique(np.concatenate([[0], cuts, [s.shape[0]]]))
+        csr.entry_blocks = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+    return csr.entry_blocks
+
+
+def _row_starts(s: Structure, r0: int, r1: int) -> tuple[int, int, np.ndarray, np.ndarray]:
+    """(e0, e1, starts, nonempty): the block's entries [e0, e1), each nonempty row's first
+    entry relative to e0, and which of rows r0..r1 are nonempty."""
+    indptr = s.csr().indptr
+    e0, e1 = int(indptr[r0]), int(indptr[r1])
+    nonempty = indptr[r0 + 1:r1 + 1] > indptr[r0:r1]
+    return e0, e1, (indptr[r0:r1] - e0)[nonempty], nonempty
+
+
+def _attention_rows(r0, r1, s, dst, src, slope, out, positive) -> None:
+    """Rows r0..r1 of the forward: logits, LeakyReLU, then `_softmax`'s steps on the block."""
+    e0, e1, starts, nonempty = _row_starts(s, r0, r1)
+    rows = s.row[e0:e1] - r0
+    z = dst.take(s.row[e0:e1])
+    z += src.take(s.col[e0:e1])
+    pos = np.greater(z, 0, out=positive[e0:e1])
+    np.multiply(z, slope, out=z, where=~pos)
+    top = np.zeros(r1 - r0, dtype=z.dtype)
+    top[nonempty] = np.maximum.reduceat(z, starts)
+    np.exp(np.subtract(z, top.take(rows), out=z), out=z)
+    total = np.zeros(r1 - r0)
+    total[nonempty] = np.add.reduceat(z, starts, dtype=np.float64)
+    np.divide(z, total.take(rows), out=out[e0:e1], casting="same_kind")
+
+
+def _attention_rows_vjp(r0, r1, s, out, g, positive, slope, dl, d_dst) -> None:
+    """Rows r0..r1 of the backward: `_softmax_vjp`, the LeakyReLU's slope, d dst's row sums."""
+    e0, e1, starts, nonempty = _row_starts(s, r0, r1)
+    rows = s.row[e0:e1] - r0
+    a, g_ = out[e0:e1], g[e0:e1]
+    dot = np.zeros(r1 - r0)
+    dot[nonempty] = np.add.reduceat(a * g_, starts, dtype=np.float64)
+    block = np.multiply(a, np.subtract(g_, dot.take(rows)), out=dl[e0:e1], casting="same_kind")
+    np.multiply(block, slope, out=block, where=~positive[e0:e1])
+    sums = np.zeros(r1 - r0)
+    sums[nonempty] = np.add.reduceat(block, starts, dtype=np.float64)
+    d_dst[r0:r1] = sums
 
 
 def attention_softmax(A: SparseTensor, dst: Tensor, src: Tensor,

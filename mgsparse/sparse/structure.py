@@ -34,7 +34,7 @@ _INT32_MAX = np.iinfo(np.int32).max
 class CSRView:
     """Row pointers, column indices and the COO→CSR permutation of one pattern."""
 
-    __slots__ = ("_blocks", "_permuted", "indices", "indptr", "perm", "template")
+    __slots__ = ("_blocks", "_permuted", "entry_blocks", "indices", "indptr", "perm", "template")
 
     def __init__(self, indptr: np.ndarray, indices: np.ndarray, perm: np.ndarray | None,
                  shape: tuple[int, int]):
@@ -44,6 +44,7 @@ class CSRView:
         self.template = sp.csr_matrix((data, indices, indptr), shape=shape, copy=False)
         self.template.data = None  # every matrix() sets its own; don't hold nnz floats here
         self._blocks: list[tuple[int, int]] | None = None
+        self.entry_blocks: list[tuple[int, int]] | None = None  # sparse.graph's row blocks
         self._permuted: tuple[weakref.ref, np.ndarray] | None = None
 
     def __repr__(self) -> str:

@@ -7,7 +7,15 @@ import pytest
 
 from mgsparse.engine import Tensor
 from mgsparse.errors import ShapeError
-from mgsparse.sparse import SparseTensor, add_self_loops, attention_softmax, gcn_norm, row_softmax
+from mgsparse.sparse import (
+    SparseTensor,
+    add_self_loops,
+    attention_softmax,
+    gcn_norm,
+    graph,
+    num_threads,
+    row_softmax,
+)
 from mgsparse.sparse.ops import Gather
 
 # Every op's gradient against its three oracles at every size: tests/checks (the registry).
@@ -106,6 +114,39 @@ def test_attention_softmax_is_bitwise_the_composite(row_sorted):
         np.testing.assert_array_equal(fused, composite)
     sums = np.bincount(A.row, weights=out[0][0], minlength=rows)
     np.testing.assert_allclose(sums[np.unique(A.row)], 1.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_attention_softmax_by_row_blocks_is_bitwise_one_pass(monkeypatch, threads):
+    """Row blocks of about 64 entries (whole rows: row 11 holds 400; some rows empty) on 1 or
+    2 threads give the one-pass op's bits, forward and backward."""
+    rng = np.random.default_rng(5)
+    rows, cols = 500, 450
+    keys = np.sort(rng.choice(rows * cols, 6000, replace=False))
+    keys = keys[(keys // cols) % 7 != 3]  # every seventh row empty
+    keys = np.union1d(keys, 11 * cols + np.arange(400))  # row 11: 400 entries
+    A = SparseTensor(np.stack([keys // cols, keys % cols]), np.zeros(len(keys), np.float32),
+                     (rows, cols))
+    dst0 = rng.standard_normal(rows).astype(np.float32) * 3
+    src0 = rng.standard_normal(cols).astype(np.float32) * 3
+    g = rng.standard_normal(A.nnz).astype(np.float32)
+    out = []
+    for blocks in (True, False):
+        A = A.with_values(np.zeros(A.nnz, np.float32))
+        A._structure.csr().entry_blocks = None
+        monkeypatch.setattr(graph, "ENTRIES_PER_BLOCK", 64)
+        if blocks:
+            cut = graph._entry_blocks(A._structure)
+            assert len(cut) > 50 and cut[0][0] == 0 and cut[-1][1] == rows
+        else:
+            monkeypatch.setattr(graph, "_entry_blocks", lambda s: None)
+        dst, src = Tensor(dst0, requires_grad=True), Tensor(src0, requires_grad=True)
+        with num_threads(threads):
+            alpha = attention_softmax(A, dst, src, 0.2).values
+            alpha.backward(g)
+        out.append((alpha.data, dst.grad, src.grad))
+    for by_blocks, one_pass in zip(*out):
+        np.testing.assert_array_equal(by_blocks, one_pass)
 
 
 def test_attention_softmax_names_the_wrong_score_shape():
