@@ -9,6 +9,9 @@ The earlier side is this tree with a few functions swapped for their versions at
   SDDMM kernel in place of the fused `attention_softmax` and the current kernel;
 - `sampled`: a sampled GraphSAGE epoch (benchmarks/compare_sampled.py's setting) with `--rev`'s
   `gather_rows`;
+- `attention`: the same GAT step with `--rev`'s fused `AttentionSoftmax` (one pass over all
+  entries) in place of this tree's (block by block of whole rows on the thread pool;
+  b704e4c predates it);
 - `gcn`: a whole-graph GCN epoch (training step and scores, `train.receptive_field: false`) on
   the ogbn-arxiv-shaped graph of benchmarks/compare_pyg.py with `--rev`'s `GCNConv.forward`,
   cross-entropy forward and `sparse_rows` (2f38205 predates GCNConv's choice of the side to
@@ -21,6 +24,9 @@ bitwise the same (the training loss, and for gcn the validation loss too).
     python benchmarks/ab_speed.py gat --rev 5fe5376 --nodes 100000 --threads 1 --rounds 6
     python benchmarks/ab_speed.py sampled --rev 5fe5376 --threads 1 --rounds 4
     python benchmarks/ab_speed.py gcn --rev 2f38205 --threads 1 --rounds 8
+    python benchmarks/ab_speed.py attention --rev b704e4c --threads 2 --rounds 6
+
+The process keeps freed memory for reuse as `mgsparse train` does (`keep_freed_memory`).
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from mgsparse.engine.allocator import keep_freed_memory
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,6 +83,23 @@ def gat_sides(rev: str, nodes: int):
     new = (gat.GATConv._alpha, ops.sddmm_kernel)
     return {"old": (lambda: use(old_alpha, old_o.sddmm_kernel), MgsparseSide(graph, 0).step),
             "new": (lambda: use(*new), MgsparseSide(graph, 0).step)}
+
+
+def attention_sides(rev: str, nodes: int):
+    from compare_gat import MgsparseSide
+    from floor_gcn import synthetic_graph
+
+    from mgsparse.sparse import graph as sparse_graph
+
+    old_g = old_module(rev, "mgsparse/sparse/graph.py", "old_graph")
+    new = sparse_graph.AttentionSoftmax
+
+    def use(fn):
+        sparse_graph.AttentionSoftmax = fn
+
+    graph = synthetic_graph(nodes)
+    return {"old": (lambda: use(old_g.AttentionSoftmax), MgsparseSide(graph, 0).step),
+            "new": (lambda: use(new), MgsparseSide(graph, 0).step)}
 
 
 def sampled_sides(rev: str, nodes: int):
@@ -122,17 +147,19 @@ def gcn_sides(rev: str, nodes: int):
             "new": (lambda: use(*new), lambda: epoch(sides["new"]))}
 
 
-SIDES = {"gat": gat_sides, "sampled": sampled_sides, "gcn": gcn_sides}
+SIDES = {"gat": gat_sides, "attention": attention_sides, "sampled": sampled_sides,
+         "gcn": gcn_sides}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("work", choices=sorted(SIDES))
     parser.add_argument("--rev", default="5fe5376")
-    parser.add_argument("--nodes", type=int, default=100_000, help="gat only")
+    parser.add_argument("--nodes", type=int, default=100_000, help="gat and attention only")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
+    keep_freed_memory()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from compare_sampled import set_threads
 

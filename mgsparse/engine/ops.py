@@ -155,35 +155,52 @@ class Log(Function):
 class Relu(Function):
     @staticmethod
     def forward(ctx, x):
-        mask = x > 0
+        mask = np.empty(x.shape, dtype=bool)
+
+        def rows(out, mask_, x_):
+            np.greater(x_, 0, out=mask_)
+            np.maximum(x_, 0, out=out)  # not x·mask: −∞·0 is NaN
+        out = parallel.by_rows(rows, np.empty_like(x), mask, x)
         ctx.save_for_backward(mask)
-        return np.maximum(x, 0)  # not x·mask: −∞·0 is NaN
+        return out
 
     @staticmethod
     def backward(ctx, g):
         """dx = g·[x > 0]."""
-        return g * ctx.saved_tensors[0]
+        return parallel.by_rows(lambda dx, g_, m: np.multiply(g_, m, out=dx),
+                                np.empty_like(g), g, ctx.saved_tensors[0])
 
 
 class LeakyRelu(Function):
     @staticmethod
     def forward(ctx, x, slope):
-        mask = x > 0
+        mask = np.empty(x.shape, dtype=bool)
+
+        def rows(out, mask_, x_):
+            np.greater(x_, 0, out=mask_)
+            np.copyto(out, np.where(mask_, x_, slope * x_))
+        out = parallel.by_rows(rows, np.empty_like(x), mask, x)
         ctx.save_for_backward(mask)
         ctx.slope = slope
-        return np.where(mask, x, slope * x)
+        return out
 
     @staticmethod
     def backward(ctx, g):
         """dx = g·(1 if x > 0 else slope)."""
-        return np.where(ctx.saved_tensors[0], g, ctx.slope * g), None
+        slope = ctx.slope
+        return parallel.by_rows(lambda dx, g_, m: np.copyto(dx, np.where(m, g_, slope * g_)),
+                                np.empty_like(g), g, ctx.saved_tensors[0]), None
 
 
 class Elu(Function):
     @staticmethod
     def forward(ctx, x, alpha):
-        mask = x > 0
-        out = np.where(mask, x, alpha * np.expm1(np.minimum(x, 0)))
+        mask = np.empty(x.shape, dtype=bool)
+
+        def rows(out, mask_, x_):
+            np.greater(x_, 0, out=mask_)
+            np.copyto(out, np.where(mask_, x_, alpha * np.expm1(np.minimum(x_, 0))))
+        out = parallel.by_rows(rows, np.empty_like(x), mask, x)
         ctx.save_for_backward(mask, out)
         ctx.alpha = alpha
         return out
@@ -192,7 +209,10 @@ class Elu(Function):
     def backward(ctx, g):
         """dx = g·(1 if x > 0 else elu(x) + alpha)."""
         mask, out = ctx.saved_tensors
-        return np.where(mask, g, g * (out + ctx.alpha)), None
+        alpha = ctx.alpha
+        return parallel.by_rows(
+            lambda dx, g_, m, o: np.copyto(dx, np.where(m, g_, g_ * (o + alpha))),
+            np.empty_like(g), g, mask, out), None
 
 
 class Sigmoid(Function):
@@ -256,17 +276,22 @@ class Dropout(Function):
     def forward(ctx, x, keep, scale, out=None):
         """out = x·keep·scale; `out`, if given, is a free buffer of x's shape to write into."""
         ctx.save_for_backward(keep)  # bool: a quarter of a float32 multiplier's bytes
-        ctx.scale = x.dtype.type(scale)
-        out = np.multiply(x, ctx.scale, out=out)
-        out *= keep  # mask and scale in two in-place passes, no float mask
-        return out
+        ctx.scale = scale = x.dtype.type(scale)
+        return parallel.by_rows(lambda o, x_, k: _masked_scale(o, x_, k, scale),
+                                np.empty_like(x) if out is None else out, x, keep)
 
     @staticmethod
     def backward(ctx, g):
         """dx = g·keep·scale, scale = 1/P(keep)."""
-        dx = np.multiply(g, ctx.scale)
-        dx *= ctx.saved_tensors[0]
-        return dx, None, None, None
+        scale = ctx.scale
+        return parallel.by_rows(lambda o, g_, k: _masked_scale(o, g_, k, scale),
+                                np.empty_like(g), g, ctx.saved_tensors[0]), None, None, None
+
+
+def _masked_scale(out: np.ndarray, x: np.ndarray, keep: np.ndarray, scale) -> None:
+    """out = x·scale·keep in two in-place passes (no float mask)."""
+    np.multiply(x, scale, out=out)
+    out *= keep
 
 
 class Cast(Function):

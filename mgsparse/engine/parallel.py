@@ -32,6 +32,7 @@ ENV_VAR = "MGSPARSE_NUM_THREADS"
 MIN_BLOCK_ROWS = 4096  # below this a block costs more in dispatch than it saves
 MAX_BLOCKS = 64
 MIN_PARALLEL_WORK = 1 << 20  # multiply-adds under which a product runs as one call
+MIN_PARALLEL_ELEMENTS = 1 << 20  # elements under which elementwise work runs as one call
 SPARSE_ROWS_MAX = 1 / 4  # share of nonzero rows up to which a gradient is taken row-sparse
 COUNT_BLOCKS = 16  # row blocks a gradient's nonzeros are counted in, stopping at the limit
 
@@ -176,6 +177,19 @@ def run_blocks(fn: Callable[[int, int], Any], blocks: Sequence[tuple[int, int]])
     if _State.pool is None or len(blocks) < 2:
         return [fn(a, b) for a, b in blocks]
     return list(_State.pool.map(lambda ab: fn(*ab), blocks))
+
+
+def by_rows(fn: Callable[..., Any], out: np.ndarray, *arrays: np.ndarray) -> np.ndarray:
+    """fn(out[s:e], *(a[s:e] for a in arrays)) over fixed row blocks, on the pool; returns out.
+
+    For elementwise work whose row i reads and writes row i only: every block computes its rows
+    exactly as one call over all rows would, so the result is bitwise the same for any thread
+    count. Arrays under MIN_PARALLEL_ELEMENTS (or one thread) take one call."""
+    if out.ndim == 0 or out.size < MIN_PARALLEL_ELEMENTS or get_num_threads() == 1:
+        fn(out, *arrays)
+    else:
+        run_blocks(lambda s, e: fn(out[s:e], *(a[s:e] for a in arrays)), row_blocks(len(out)))
+    return out
 
 
 # ---------------------------------------------------------------- dense products by row blocks

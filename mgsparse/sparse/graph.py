@@ -7,7 +7,7 @@ and `attention_softmax` (GAT's edge scores: gathers, LeakyReLU, row softmax) for
 reason. Row sums run as float64 `reduceat`s on row-sorted patterns, and every nnz-sized
 float64 step in chunks, so no nnz-sized float64 array is made. On a row-sorted pattern the
 attention softmax runs block by block of whole rows (`_entry_blocks`): each block's steps,
-forward or backward, while its entries are in cache, the blocks spread over the thread pool,
+forward or backward, on block-sized temporaries, the blocks spread over the thread pool,
 bitwise the numbers of one pass over all entries.
 """
 
@@ -184,7 +184,10 @@ class AttentionSoftmax(SparseFunction):
 # ---------------------------------------------------------------- the softmax by row blocks
 
 
-ENTRIES_PER_BLOCK = 1 << 15  # a row block's entries: its temporaries stay in a core's cache
+ENTRIES_PER_BLOCK = 1 << 17  # entries per row block: enough that a block's dozen numpy calls cost
+# little next to their work, few enough that two threads share the blocks evenly. A GAT step at 2
+# threads against the one-pass op (`python benchmarks/ab_speed.py attention --threads 2`): 0.91x
+# with 2^15 entries, 0.82-0.91x with 2^17 or 2^18
 
 
 def _entry_blocks(s: Structure) -> list[tuple[int, int]] | None:
@@ -193,8 +196,9 @@ def _entry_blocks(s: Structure) -> list[tuple[int, int]] | None:
 
     Everything in a row's softmax (its max, its exponentials, their float64 sum, the division,
     and the same for the backward) reads that row's entries only, so a block of whole rows is
-    computed start to finish while its entries sit in cache, on the thread pool, with the same
-    float operations in the same order per row as one pass over all entries: bitwise equal."""
+    computed start to finish, its temporaries block-sized, the blocks on the thread pool, with
+    the same float operations in the same order per row as one pass over all entries: bitwise
+    equal."""
     csr = s.csr()
     if csr.perm is not None or s.nnz == 0:
         return None

@@ -108,6 +108,32 @@ def test_sddmm_in_chunks_is_bitwise_equal_across_threads(monkeypatch):
 
 # ---------------------------------------------------------------- dropout masks
 
+@pytest.mark.parametrize("op", ["relu", "leaky_relu", "elu", "dropout"])
+def test_elementwise_ops_by_row_blocks_are_bitwise_equal_across_threads(op, rng):
+    """Above MIN_PARALLEL_ELEMENTS the activations and dropout run by row blocks on the pool:
+    forward and backward give one thread's bits on two and three (and the formula's values)."""
+    x0 = rng.standard_normal((parallel.MIN_PARALLEL_ELEMENTS // 64 + 77, 64)).astype(np.float32)
+    g = rng.standard_normal(x0.shape).astype(np.float32)
+    apply = {"relu": lambda x: x.relu(), "leaky_relu": lambda x: x.leaky_relu(0.2),
+             "elu": lambda x: x.elu(),
+             "dropout": lambda x: x.dropout(0.5, True, np.random.default_rng(4))}[op]
+    runs = []
+    for threads in (1, 2, 3):
+        x = Tensor(x0, requires_grad=True)
+        with num_threads(threads):
+            y = apply(x)
+            y.backward(g)
+        runs.append((y.data, x.grad))
+    for y, dx in runs[1:]:
+        np.testing.assert_array_equal(y, runs[0][0])
+        np.testing.assert_array_equal(dx, runs[0][1])
+    want = {"relu": np.maximum(x0, 0), "leaky_relu": np.where(x0 > 0, x0, 0.2 * x0),
+            "elu": np.where(x0 > 0, x0, np.expm1(np.minimum(x0, 0)))}.get(op)
+    if want is not None:
+        np.testing.assert_array_equal(runs[0][0], want)
+    assert len(parallel.row_blocks(len(x0))) > 1
+
+
 
 @pytest.mark.parametrize("p", [0.5, 0.25, 0.1, 0.3, 0.9])  # bits, bytes, words
 def test_keep_rate_is_within_five_sigma_of_one_minus_p(p):
