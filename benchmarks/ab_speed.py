@@ -12,6 +12,9 @@ The earlier side is this tree with a few functions swapped for their versions at
 - `attention`: the same GAT step with `--rev`'s fused `AttentionSoftmax` (one pass over all
   entries) in place of this tree's (block by block of whole rows on the thread pool;
   b704e4c predates it);
+- `elementwise`: the whole-graph GCN epoch below with `--rev`'s ReLU, LeakyReLU, ELU and
+  dropout ops (one call each) in place of this tree's (row blocks on the thread pool; c1ffb82
+  predates them);
 - `gcn`: a whole-graph GCN epoch (training step and scores, `train.receptive_field: false`) on
   the ogbn-arxiv-shaped graph of benchmarks/compare_pyg.py with `--rev`'s `GCNConv.forward`,
   cross-entropy forward and `sparse_rows` (2f38205 predates GCNConv's choice of the side to
@@ -25,6 +28,7 @@ bitwise the same (the training loss, and for gcn the validation loss too).
     python benchmarks/ab_speed.py sampled --rev 5fe5376 --threads 1 --rounds 4
     python benchmarks/ab_speed.py gcn --rev 2f38205 --threads 1 --rounds 8
     python benchmarks/ab_speed.py attention --rev b704e4c --threads 2 --rounds 6
+    python benchmarks/ab_speed.py elementwise --rev c1ffb82 --threads 2 --rounds 6
 
 The process keeps freed memory for reuse as `mgsparse train` does (`keep_freed_memory`).
 """
@@ -118,13 +122,42 @@ def sampled_sides(rev: str, nodes: int):
             "new": (lambda: use(new), MgsparseSide(graph, 0).epoch)}
 
 
+def gcn_epoch(side) -> tuple[float, float]:
+    """One epoch of a compare_pyg `MgsparseSide`: (training loss, validation loss)."""
+    from mgsparse.run import train_epoch
+
+    model, task = side.model, side.task
+    loss, _ = train_epoch(model, side.optimizer, task.batches(model, side.shuffle), None)
+    return loss, task.evaluate(model).val_loss
+
+
+def elementwise_sides(rev: str, nodes: int):
+    from compare_pyg import MgsparseSide
+    from floor_gcn import arxiv_shaped_graph
+
+    from mgsparse.engine import ops
+
+    old_o = old_module(rev, "mgsparse/engine/ops.py", "old_ops")
+    names = ("Relu", "LeakyRelu", "Elu", "Dropout")
+    new = [getattr(ops, n) for n in names]
+
+    def use(classes):
+        for name, cls in zip(names, classes):
+            setattr(ops, name, cls)
+
+    graph = arxiv_shaped_graph()
+    sides = {name: MgsparseSide(graph, 0, False) for name in ("old", "new")}
+    return {"old": (lambda: use([getattr(old_o, n) for n in names]),
+                    lambda: gcn_epoch(sides["old"])),
+            "new": (lambda: use(new), lambda: gcn_epoch(sides["new"]))}
+
+
 def gcn_sides(rev: str, nodes: int):
     from compare_pyg import MgsparseSide
     from floor_gcn import arxiv_shaped_graph
 
     from mgsparse.engine import parallel
     from mgsparse.nn import functional, gcn
-    from mgsparse.run import train_epoch
 
     old_c = old_module(rev, "mgsparse/nn/gcn.py", "old_gcn")
     old_f = old_module(rev, "mgsparse/nn/functional.py", "old_functional")
@@ -134,21 +167,16 @@ def gcn_sides(rev: str, nodes: int):
         gcn.GCNConv.forward, parallel.sparse_rows = forward, rows
         functional.CrossEntropy.forward = staticmethod(loss)
 
-    def epoch(side):
-        model, task = side.model, side.task
-        loss, _ = train_epoch(model, side.optimizer, task.batches(model, side.shuffle), None)
-        return loss, task.evaluate(model).val_loss
-
     graph = arxiv_shaped_graph()
     new = (gcn.GCNConv.forward, functional.CrossEntropy.forward, parallel.sparse_rows)
     old = (old_c.GCNConv.forward, old_f.CrossEntropy.forward, old_p.sparse_rows)
     sides = {name: MgsparseSide(graph, 0, False) for name in ("old", "new")}
-    return {"old": (lambda: use(*old), lambda: epoch(sides["old"])),
-            "new": (lambda: use(*new), lambda: epoch(sides["new"]))}
+    return {"old": (lambda: use(*old), lambda: gcn_epoch(sides["old"])),
+            "new": (lambda: use(*new), lambda: gcn_epoch(sides["new"]))}
 
 
 SIDES = {"gat": gat_sides, "attention": attention_sides, "sampled": sampled_sides,
-         "gcn": gcn_sides}
+         "elementwise": elementwise_sides, "gcn": gcn_sides}
 
 
 def main() -> None:
