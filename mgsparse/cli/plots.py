@@ -75,7 +75,8 @@ def save_training_plot(result: TrainResult, task: Task, path: str | Path) -> Pat
     _draw_curves(losses, result.runs, ("loss", *losses_), "loss", metrics, folded)
     _draw_curves(scores, result.runs, scores_, _common_name(metrics, scores_), metrics, folded)
     if hidden is not None:
-        _draw_embedding(embedding[0], task, hidden, run, metrics)
+        fold = run.seed - result.config.train.seed if folded else None  # run i is fold i
+        _draw_embedding(embedding[0], task, hidden, run, metrics, fold)
     else:  # a sampled run has no whole-graph forward to read its hidden layer from
         fig.suptitle("no embedding panel: a sampled run computes no whole-graph hidden layer",
                      fontsize="small")
@@ -161,7 +162,8 @@ def pca_2d(h: np.ndarray) -> np.ndarray:
 
 
 def _draw_embedding(ax: Any, task: Any, hidden: np.ndarray, run: RunResult,
-                    metrics: TaskMetrics) -> None:
+                    metrics: TaskMetrics, fold: int | None = None) -> None:
+    """The PCA picture of the best run's `hidden`, titled with its seed (and its fold)."""
     points = pca_2d(hidden)
     labelled = task.y >= 0
     for c in range(task.num_classes):
@@ -170,7 +172,8 @@ def _draw_embedding(ax: Any, task: Any, hidden: np.ndarray, run: RunResult,
     ax.scatter(*points[~labelled].T, s=4, color="lightgrey", label="no label")
     what = getattr(task, "embedding_name", "last hidden layer")  # a link task's: Z
     ax.set(xlabel="PC 1", ylabel="PC 2",
-           title=f"{what} (PCA), seed {run.seed}: {_headline(metrics, run)}")
+           title=f"{what} (PCA), {'' if fold is None else f'fold {fold}, '}seed {run.seed}: "
+                 f"{_headline(metrics, run)}")
     ax.legend(loc="best", fontsize="x-small", markerscale=3)
 
 

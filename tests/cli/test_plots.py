@@ -17,6 +17,7 @@ from mgsparse.bench.dense_vs_sparse import RepresentationResult
 from mgsparse.cli.plots import (
     INSTALL_HINT,
     _draw_curves,
+    _draw_embedding,
     check_plot_target,
     curve_band,
     pca_2d,
@@ -153,6 +154,17 @@ def test_a_folded_run_draws_each_fold_thin_and_their_mean_bold():
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
         "train accuracy, mean", "val accuracy, mean"]
     assert ax.get_title() == "accuracy per epoch, each of 3 folds (thin) and their mean"
+
+
+@pytest.mark.parametrize(("fold", "title"), [
+    (None, "last hidden layer (PCA), seed 7: test 81.5%"),
+    (2, "last hidden layer (PCA), fold 2, seed 7: test 81.5%")])
+def test_the_embedding_panel_names_the_fold_of_a_folded_run(fold, title, rng):
+    task = type("Task", (), {"y": np.array([0, 1, 1, -1]), "num_classes": 2})()
+    run = RunResult(seed=7, scores=Scores({"test_acc": 0.815}))
+    ax = require_matplotlib().Figure().subplots()
+    _draw_embedding(ax, task, rng.standard_normal((4, 3)), run, ACCURACY_METRICS, fold)
+    assert ax.get_title() == title
 
 
 def test_runs_that_are_not_folds_keep_the_mean_and_band():
