@@ -20,7 +20,7 @@ The earlier side is this tree with a few functions swapped for their versions at
   cross-entropy forward and `sparse_rows` (2f38205 predates GCNConv's choice of the side to
   propagate, the fused linear and the early-stopping nonzero count).
 
-`--rev` must predate the change (5fe5376 does for gat and sampled). Prints the median
+`--rev` must predate the change; its default (`REVS`) is the last revision before it. Prints the median
 step/epoch of each side (after one untimed round), new/old, and whether every loss was
 bitwise the same (the training loss, and for gcn the validation loss too).
 
@@ -177,16 +177,20 @@ def gcn_sides(rev: str, nodes: int):
 
 SIDES = {"gat": gat_sides, "attention": attention_sides, "sampled": sampled_sides,
          "elementwise": elementwise_sides, "gcn": gcn_sides}
+REVS = {"gat": "5fe5376", "attention": "b704e4c", "sampled": "5fe5376",
+        "elementwise": "c1ffb82", "gcn": "2f38205"}  # the last revision before each change
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("work", choices=sorted(SIDES))
-    parser.add_argument("--rev", default="5fe5376")
+    parser.add_argument("--rev", help="the earlier revision (default: the one that predates "
+                        "the work's change, REVS)")
     parser.add_argument("--nodes", type=int, default=100_000, help="gat and attention only")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
+    args.rev = args.rev or REVS[args.work]
     keep_freed_memory()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from compare_sampled import set_threads

@@ -28,18 +28,10 @@ import time
 
 import numpy as np
 from compare_pyg import MgsparseSide, set_threads
+from compare_sampled import peer
 from floor_gcn import RECIPE, load_graph
 
 from mgsparse.engine.allocator import keep_freed_memory
-
-
-def dgl_available() -> bool:
-    try:
-        import dgl  # noqa: F401
-        import torch  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 class DglSide:
@@ -87,7 +79,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     args = parser.parse_args()
-    if not dgl_available():
+    if peer() != "dgl":
         print("compare_dgl_gcn: torch and dgl are not installed; nothing to compare")
         return
     keep_freed_memory()  # as mgsparse train does; malloc is the process's, so both sides'

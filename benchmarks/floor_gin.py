@@ -189,7 +189,7 @@ class FloorGIN:
 
     def logits(self, batch: Batch) -> np.ndarray:
         """Eval mode: each BN's running statistics folded into the Linear before it."""
-        h, out = batch.x, 0
+        h = batch.x
         W, b = self.head_params(0)
         out = (batch.P @ h) @ W + b
         for layer in range(RECIPE["layers"]):
@@ -219,12 +219,13 @@ class FloorGIN:
                  for s in range(0, len(order), RECIPE["batch"])]
         sizes_eval = [b.x.shape[0] for b in self.eval_batches]
         h, f0 = RECIPE["hidden"], self.graphs.num_features
-        big = np.ones((max(sizes + sizes_eval), h), F32)
+        most = max(sizes + sizes_eval)
+        big, inputs = np.ones((most, h), F32), np.ones((most, f0), F32)  # both contiguous
         for n, training in [(n, True) for n in sizes] + [(n, False) for n in sizes_eval]:
             a = big[:n]
             for layer in range(RECIPE["layers"]):
                 W1, _, _, _, W2 = self.layer_params(layer)[:5]
-                s_ = a[:, :f0] if layer == 0 else a
+                s_ = inputs[:n] if layer == 0 else a
                 s_ @ W1
                 a @ W2
                 if training:

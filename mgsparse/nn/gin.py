@@ -67,6 +67,9 @@ def gin_mlp(in_features: int, hidden: int, out_features: int,
                       Linear(hidden, out_features, rng=rng, dtype=dtype))
 
 
+_TAIL_RELU = ReLU()  # stateless: one instance serves every layer's tail
+
+
 def _is_relu(modules: list[Module], i: int) -> bool:
     return i < len(modules) and type(modules[i]) is ReLU
 
@@ -121,7 +124,7 @@ class GINConv(Module):
         """MLP((1 + ε)·x[:T] + A·x) for a (T, S) sum operand A and x (S, F_in); then `norm`
         (a BatchNorm1d, and a ReLU with `relu`) when given: the norm a graph classifier puts
         after each GIN layer, run with the MLP so that its last Linear and the norm fuse."""
-        tail = [] if norm is None else [norm, ReLU()] if relu else [norm]
+        tail = [] if norm is None else [norm, _TAIL_RELU] if relu else [norm]
         t, s = adj.shape
         if x.shape[0] != s:
             raise ShapeError(f"GINConv: the sum operand {adj.shape} needs x with {s} rows, "
