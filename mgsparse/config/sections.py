@@ -63,7 +63,8 @@ class DatasetConfig:
     val_nodes: str | None = None
     test_nodes: str | None = None
     directed: bool = False  # csv and OGB: keep edges one-way (GCN expects both ways)
-    reorder: Literal["none", "rcm", "degree"] = "none"  # node order at load (data/reorder.py)
+    # node order at load (data/reorder.py); metis needs pymetis (the distributed extra)
+    reorder: Literal["none", "rcm", "degree", "metis"] = "none"
 
 
 @dataclass(frozen=True)

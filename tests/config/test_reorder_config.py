@@ -1,4 +1,4 @@
-"""`dataset.reorder`: a choice of three, read by node classification only; every run it could
+"""`dataset.reorder`: a choice of four, read by node classification only; every run it could
 not map back to the file's numbering is one config line naming the key."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from tests.config import HEADER, config_error, write
 
 def test_the_default_is_the_files_own_order_and_the_choices_are_checked(tmp_path):
     assert config_from_dict({"dataset": {"name": "cora"}}).dataset.reorder == "none"
-    for order in ("rcm", "degree"):
+    for order in ("rcm", "degree", "metis"):
         assert config_from_dict({"dataset": {"name": "cora", "reorder": order}}
                                 ).dataset.reorder == order
-    err = config_error(write(tmp_path, HEADER + "  reorder: metis\n"))
+    err = config_error(write(tmp_path, HEADER + "  reorder: spectral\n"))
     assert str(err).endswith("bad.yaml:4: dataset.reorder must be one of 'none', 'rcm', "
-                             "'degree' (got 'metis')")
+                             "'degree', 'metis' (got 'spectral')")
 
 
 @pytest.mark.parametrize("data, extra, needle", [

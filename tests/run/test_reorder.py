@@ -6,6 +6,7 @@ receptive-field and sampled tasks read their splits in the new ids consistently.
 from __future__ import annotations
 
 import csv
+import importlib.util
 
 import numpy as np
 import pytest
@@ -26,9 +27,10 @@ def read_csv(path):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """csv-example trained in the file's order, RCM and degree order (whole graph and on
-    receptive fields), no dropout; each run's predictions of every node, of the test split
-    and of a file of ids, and its embeddings."""
+    """csv-example trained in the file's order, RCM, degree and METIS order (whole graph and
+    on receptive fields), no dropout; each run's predictions of every node, of the test split
+    and of a file of ids, and its embeddings. METIS parts of 16 nodes (4 parts of the 60):
+    at the default size the graph would be one part, the file's order."""
     from typer.testing import CliRunner
 
     from mgsparse.cli import app
@@ -36,14 +38,19 @@ def runs(tmp_path_factory):
     ids = root / "ids.txt"
     ids.write_text("7\n0\n59\n31\n")
     out = {}
-    for name, sets in {"none": ("dataset.reorder=none",), "rcm": ("dataset.reorder=rcm",),
-                       "degree": ("dataset.reorder=degree",),
-                       "rcm-field": ("dataset.reorder=rcm", "train.receptive_field=true"),
-                       "none-field": ("train.receptive_field=true",)}.items():
+    orders = {"none": ("dataset.reorder=none",), "rcm": ("dataset.reorder=rcm",),
+              "degree": ("dataset.reorder=degree",),
+              "rcm-field": ("dataset.reorder=rcm", "train.receptive_field=true"),
+              "none-field": ("train.receptive_field=true",)}
+    if importlib.util.find_spec("pymetis") is not None:
+        orders["metis"] = ("dataset.reorder=metis",)
+    for name, sets in orders.items():
         run = root / name
         args = ["train", str(CONFIGS / "csv-example.yaml"), "--out", str(run), "--quiet",
                 *EXACT, *(a for s in sets for a in ("--set", s))]
-        result = CliRunner().invoke(app, args)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("mgsparse.data.reorder.METIS_BLOCK", 16)
+            result = CliRunner().invoke(app, args)
         assert result.exit_code == 0, result.output
         for split in ("all", "test", str(ids)):
             tag = split if split in ("all", "test") else "ids"
@@ -59,7 +66,13 @@ def losses(run):
     return np.array([float(r["loss"]) for r in read_csv(run / "epochs.csv")])
 
 
-@pytest.mark.parametrize("name", ["rcm", "degree"])
+def metis_if_installed(names):
+    """`names` with "metis" last, skipped where pymetis (the distributed extra) is missing."""
+    return [*names, pytest.param("metis", marks=pytest.mark.skipif(
+        importlib.util.find_spec("pymetis") is None, reason="pymetis not installed"))]
+
+
+@pytest.mark.parametrize("name", metis_if_installed(["rcm", "degree"]))
 def test_a_new_order_trains_the_same_model(runs, name):
     _, out = runs
     base, moved = read_csv(out["none"] / "epochs.csv"), read_csv(out[name] / "epochs.csv")
@@ -75,7 +88,7 @@ def test_the_receptive_field_in_a_new_order_trains_the_same_model(runs):
                        atol=1e-7)
 
 
-@pytest.mark.parametrize("name", ["rcm", "degree", "rcm-field"])
+@pytest.mark.parametrize("name", metis_if_installed(["rcm", "degree", "rcm-field"]))
 def test_predictions_are_in_the_files_numbering(runs, name):
     root, _ = runs
     base = "none-field" if name.endswith("field") else "none"
