@@ -9,12 +9,16 @@ graph plus the self loop i → i:
 
 and the heads are concatenated (hidden layers) or averaged (output layer).
 
-Layout: every head lives in one block-diagonal SparseTensor of shape (H·N, H·N) whose
-entry (h·N + i, h·N + j) is α_ij of head h. Its row and column indices are exactly the
-positions of node i's and node j's scores in the head-major score vectors (H·N,), so the
-per-edge logits are two gathers at the edges — no N×N array, no loop over heads — and one
-fused `attention_softmax` (gathers, LeakyReLU, row softmax: one pass of nnz-sized arrays,
-float64 only per chunk) then one sparse × dense product aggregate all heads at once. The attention
+Layout: every head lives in one SparseTensor of shape (N·H, N·H) whose entry
+(i·H + h, j·H + h) is α_ij of head h: node-major, as the projected features (N, H, C) lie in
+memory. Its row and column indices are exactly the positions of node i's and node j's
+scores in the score vectors (N·H,) and of their rows in the features read as (N·H, C), so the
+per-edge logits are two gathers at the edges — no N×N array, no loop over heads, no
+transposed copy of the features or of the output — and one fused `attention_softmax`
+(gathers, LeakyReLU, row softmax, by blocks of rows) then one sparse × dense product
+aggregate all heads at once. Node i's H rows are adjacent and read the same neighbours'
+rows, so one neighbour's features (H·C floats) are gathered once per cache line, not once
+per head. The attention
 parameters get their gradient through the SparseTensor's values: the SDDMM of the product's
 backward, then the edge softmax's backward, then the gathers' scatter-adds.
 """
@@ -43,13 +47,14 @@ def _sorted_unique(keys: np.ndarray) -> np.ndarray:
 def attention_pattern(edge_index: np.ndarray, num_nodes: int, heads: int,
                       add_self_loops: bool = True, dtype: Any = np.float32,
                       num_targets: int | None = None) -> SparseTensor:
-    """The block-diagonal (H·T, H·N) pattern: entry (h·T + i, h·N + j) for each edge j → i.
+    """The (T·H, N·H) pattern: entry (i·H + h, j·H + h) for each edge j → i and head h.
 
     T = `num_targets` (default N): a sampled block's targets are its first T sources, so
     the self loop of target i is (i, i) in both cases. Edges are deduplicated (an attention
     softmax counts each neighbour once); with `add_self_loops` existing loops are dropped and
-    one loop per target added. The entries come out sorted row-major, head by head. Values
-    are zeros: the layer sets them.
+    one loop per target added. The entries come out sorted row-major: target by target, head
+    by head within a target, each row the target's neighbours in order. Values are zeros:
+    the layer sets them.
     """
     n = np.int64(num_nodes)
     t = n if num_targets is None else np.int64(num_targets)
@@ -57,12 +62,18 @@ def attention_pattern(edge_index: np.ndarray, num_nodes: int, heads: int,
     keys = _sorted_unique(target * n + source)  # row = the node that attends (receives)
     if add_self_loops:
         keys = _sorted_unique(np.concatenate([keys[keys // n != keys % n], np.arange(t) * (n + 1)]))
-    indices = np.empty((2, heads, len(keys)), dtype=np.int64)
-    offsets = np.arange(heads, dtype=np.int64)[:, None]  # (H, 1): head h's block
-    np.add(keys // n, offsets * t, out=indices[0])
-    np.add(keys % n, offsets * n, out=indices[1])
-    return SparseTensor(indices.reshape(2, -1), np.zeros(heads * len(keys), dtype=dtype),
-                        (heads * int(t), heads * num_nodes))
+    dst, src = keys // n, keys % n
+    degree = np.bincount(dst, minlength=int(t))
+    start = np.cumsum(degree) - degree  # each target's first key
+    rank = np.arange(len(keys), dtype=np.int64) - start[dst]  # a key's place in its row
+    head = np.arange(heads, dtype=np.int64)[:, None]  # (H, 1)
+    # row (i, h) holds i's keys in order, after i's h earlier heads: rows stay sorted
+    at = (heads * start[dst] + rank + head * degree[dst]).reshape(-1)
+    indices = np.empty((2, heads * len(keys)), dtype=np.int64)
+    indices[0, at] = (dst * heads + head).reshape(-1)
+    indices[1, at] = (src * heads + head).reshape(-1)
+    return SparseTensor(indices, np.zeros(heads * len(keys), dtype=dtype),
+                        (int(t) * heads, heads * num_nodes))
 
 
 class GATConv(Module):
@@ -98,7 +109,7 @@ class GATConv(Module):
         self._pattern = GraphCache(cached)
 
     def pattern(self, edge_index: Any, num_nodes: int) -> SparseTensor:
-        """The block-diagonal attention pattern of this graph, built once when `cached`."""
+        """The (N·H, N·H) attention pattern of this graph, built once when `cached`."""
         edges = check_edge_index(edge_index, num_nodes, "GATConv")
         A = self._pattern.get(edges, num_nodes)
         if A is None:
@@ -113,31 +124,41 @@ class GATConv(Module):
         """α on the block pattern from the projected features h (N, H, C) of the sources and
         h_dst (T, H, C) of the targets (default h: every node attends)."""
         h_dst = h if h_dst is None else h_dst
-        score_src = (h * self.att_src).sum(axis=-1).T.reshape(-1)  # (H·N,), entry h·N + j
-        score_dst = (h_dst * self.att_dst).sum(axis=-1).T.reshape(-1)  # (H·T,)
+        score_src = self._scores(h, self.att_src)  # (N·H,), entry j·H + h
+        score_dst = self._scores(h_dst, self.att_dst)  # (T·H,)
         return attention_softmax(A, score_dst, score_src, self.negative_slope)  # (H·E,) fused
 
+    def _scores(self, h: Tensor, att: Parameter) -> Tensor:
+        """a_h · h_{n,h} for every node n and head h, node-major (N·H,): one product of the
+        (N, H·C) features with the block-diagonal (H·C, H) matrix of the attention vectors.
+        A sum over the last axis of (N, H, C) with C = 8 runs a short reduction per entry
+        and its backward a broadcast product; the product is one BLAS call each way."""
+        heads, c = self.heads, self.out_features
+        eye = np.eye(heads, dtype=att.dtype).reshape(heads, 1, heads)
+        block = (att.reshape(heads, c, 1) * Tensor(eye)).reshape(heads * c, heads)
+        return (h.reshape(h.shape[0], heads * c) @ block).reshape(-1)
+
     def attention(self, x: Tensor | SparseTensor, edge_index: Any) -> SparseTensor:
-        """The attention coefficients α (no dropout) as the block-diagonal SparseTensor."""
+        """The attention coefficients α (no dropout) as the (N·H, N·H) SparseTensor."""
         return self._alpha(self._project(x), self.pattern(edge_index, x.shape[0]))
 
     def forward(self, x: Tensor | SparseTensor, edge_index: Any) -> Tensor:
         return self.attend(x, self.pattern(edge_index, x.shape[0]))
 
     def attend(self, x: Tensor | SparseTensor, A: SparseTensor) -> Tensor:
-        """The layer on a prebuilt (H·T, H·N) `attention_pattern`; T < N for a sampled block,
+        """The layer on a prebuilt (T·H, N·H) `attention_pattern`; T < N for a sampled block,
         whose T targets are the first T of the N rows of x. Returns (T, ·)."""
         n, H, C = x.shape[0], self.heads, self.out_features
         h = self._project(x)
         t = A.shape[0] // H
         alpha = self._alpha(h, A, h if t == n else h[:t])
         alpha = sparse_dropout(alpha, self.dropout, self.training, self.rng)
-        out = (alpha @ h.transpose(1, 0, 2).reshape(H * n, C)).reshape(H, t, C)
-        out = out.transpose(1, 0, 2).reshape(t, H * C) if self.concat else out.mean(axis=0)
+        out = alpha @ h.reshape(n * H, C)  # (T·H, C): row i·H + h, head h of target i
+        out = out.reshape(t, H * C) if self.concat else out.reshape(t, H, C).mean(axis=1)
         return out + self.bias if self.bias is not None else out
 
     def on_block(self, block: Any) -> Any:
-        """The layer on a block: the (H·T, H·S) attention pattern of the sampled in-edges plus
+        """The layer on a block: the (T·H, S·H) attention pattern of the sampled in-edges plus
         each target's self loop (target i is source i), so the softmax runs over each target's
         sampled in-edges; with all of them it is the rows of the whole-graph attention."""
         t, s = block.shape

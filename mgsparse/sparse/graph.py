@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from mgsparse.engine import Tensor, parallel
+from mgsparse.engine.ops import leaky_relu_into, scale_by_sign
 from mgsparse.errors import ShapeError
 from mgsparse.sparse import reference as ref
 from mgsparse.sparse.ops import Gather, SparseFunction
@@ -154,8 +155,7 @@ class AttentionSoftmax(SparseFunction):
             logits = dst.take(s.row)
             logits += src.take(s.col)
             np.greater(logits, 0, out=positive)
-            np.multiply(logits, slope, out=logits, where=~positive)  # LeakyReLU in place
-            out = _softmax(logits, s)
+            out = _softmax(leaky_relu_into(logits, logits, slope), s)
         else:
             parallel.run_blocks(lambda r0, r1: _attention_rows(
                 r0, r1, s, dst, src, slope, out, positive), blocks)
@@ -171,7 +171,7 @@ class AttentionSoftmax(SparseFunction):
         s, blocks = ctx.s, _entry_blocks(ctx.s)
         if blocks is None:
             dl = _softmax_vjp(out, g, s)
-            np.multiply(dl, ctx.slope, out=dl, where=~positive)
+            scale_by_sign(dl, dl, positive, ctx.slope)
             d_dst = _row_sums(dl, s)
         else:
             dl, d_dst = np.empty_like(out), np.zeros(s.shape[0])
@@ -224,8 +224,8 @@ def _attention_rows(r0, r1, s, dst, src, slope, out, positive) -> None:
     rows = s.row[e0:e1] - r0
     z = dst.take(s.row[e0:e1])
     z += src.take(s.col[e0:e1])
-    pos = np.greater(z, 0, out=positive[e0:e1])
-    np.multiply(z, slope, out=z, where=~pos)
+    np.greater(z, 0, out=positive[e0:e1])
+    leaky_relu_into(z, z, slope)
     top = np.zeros(r1 - r0, dtype=z.dtype)
     top[nonempty] = np.maximum.reduceat(z, starts)
     np.exp(np.subtract(z, top.take(rows), out=z), out=z)
@@ -242,7 +242,7 @@ def _attention_rows_vjp(r0, r1, s, out, g, positive, slope, dl, d_dst) -> None:
     dot = np.zeros(r1 - r0)
     dot[nonempty] = np.add.reduceat(a * g_, starts, dtype=np.float64)
     block = np.multiply(a, np.subtract(g_, dot.take(rows)), out=dl[e0:e1], casting="same_kind")
-    np.multiply(block, slope, out=block, where=~positive[e0:e1])
+    scale_by_sign(block, block, positive[e0:e1], slope)
     sums = np.zeros(r1 - r0)
     sums[nonempty] = np.add.reduceat(block, starts, dtype=np.float64)
     d_dst[r0:r1] = sums
