@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.engine import Tensor, concatenate
+from mgsparse.engine import Tensor, concatenate, is_grad_enabled
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn.edges import GraphCache, check_edge_index
+from mgsparse.nn.gcn import SPARSE_ENTRY_COST
 from mgsparse.nn.layers import glorot_
 from mgsparse.nn.module import Module, ModuleList, Parameter
 from mgsparse.nn.stack import EdgeListModel, stack_widths
@@ -113,18 +114,28 @@ class SAGEConv(Module):
         return mean @ h[:, :f] + (h[:, f:] if t == x.shape[0] else h[:t, f:])
 
     def _aggregate_first(self, x: Tensor | SparseTensor, mean: SparseTensor) -> bool:
-        """Mean first when it costs fewer multiply-adds (dense features only: the mean of
-        sparse rows would be a sparse × sparse product):
-            weights first: N·F_in·W·F_out + nnz·F_out   (W = 2 with the root weight)
-            mean first:    nnz·F_in + T·F_in·W·F_out
-        On a whole graph this is PyG's rule (propagate the narrower side); on a sampled
-        block (T ≪ N) the mean first wins whenever the block is much wider than its targets."""
+        """Mean first when it costs less, forward and backward, in dense multiply-adds with a
+        stored entry of the sparse product at c = SPARSE_ENTRY_COST (nn/gcn.py):
+
+            weights first:  (1 + b + g)·S·F_in·W·F_out + (1 + b)·c·nnz·F_out
+            mean first:     (1 + b + g)·T·F_in·W·F_out + (1 + g)·c·nnz·F_in
+
+        for the (T, S) mean, W = 2 with the root weight, b = 1 when a backward follows and
+        g = 1 when x needs a gradient. On the input features (g = 0) the mean of x is a
+        constant, so mean first has no sparse product in the backward, where weights first
+        needs meanᵀ·G: a whole-graph first layer of equal widths takes the mean first. On a
+        sampled block (T ≪ S) the mean first wins whenever the block is much wider than its
+        targets; elsewhere the sparse product runs on the narrower side (PyG's rule). Dense
+        features only: the mean of sparse rows would be a sparse × sparse product."""
         if isinstance(x, SparseTensor):
             return False
-        (t, n), nnz = mean.shape, mean.nnz
-        w = 1 if self.weight_root is None else 2
-        f_in, f_out = self.in_features, self.out_features
-        return nnz * f_in + t * f_in * w * f_out < n * f_in * w * f_out + nnz * f_out
+        (t, s), nnz, c = mean.shape, mean.nnz, SPARSE_ENTRY_COST
+        b = int(is_grad_enabled() and self.weight_neighbors.requires_grad)
+        g = int(b and x.requires_grad)
+        dense = self.in_features * (1 if self.weight_root is None else 2) * self.out_features
+        weights_first = (1 + b + g) * s * dense + (1 + b) * c * nnz * self.out_features
+        mean_first = (1 + b + g) * t * dense + (1 + g) * c * nnz * self.in_features
+        return mean_first < weights_first
 
     def on_block(self, block: Any) -> Any:
         """The layer on a block: the mean over each target's k_i sampled in-edges, 1/k_i per

@@ -199,3 +199,21 @@ def test_the_cheaper_order_is_chosen_by_shape():
                          np.ones(2708, np.float32), (2708, 2708))
     assert not wide._aggregate_first(Tensor(np.ones((2708, 1433), np.float32)), whole)
     assert not conv._aggregate_first(SparseTensor.from_dense(np.eye(1000, 64)), block_mean)
+
+
+def test_a_whole_graph_input_layer_of_equal_widths_takes_the_mean_first():
+    """On the input features (no gradient) the mean of x is a constant: mean first has no
+    sparse product in the backward, weights first needs meanᵀ·G. With x needing a gradient
+    both orders need one, and the tie keeps the weights first; without a backward (no_grad)
+    the forward alone decides, a tie too."""
+    from mgsparse.engine import no_grad
+
+    conv = SAGEConv(64, 64, rng=np.random.default_rng(0))
+    n = 500
+    ring = np.stack([np.arange(n), (np.arange(n) + 1) % n])
+    mean = SparseTensor(ring, np.ones(n, np.float32), (n, n))
+    features = np.ones((n, 64), np.float32)
+    assert conv._aggregate_first(Tensor(features), mean)
+    assert not conv._aggregate_first(Tensor(features, requires_grad=True), mean)
+    with no_grad():
+        assert not conv._aggregate_first(Tensor(features), mean)
