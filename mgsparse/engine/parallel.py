@@ -160,15 +160,30 @@ def row_blocks(num_rows: int, min_rows: int = MIN_BLOCK_ROWS) -> list[tuple[int,
     return [(s, min(s + size, num_rows)) for s in range(0, num_rows, size)]
 
 
+def _nnz_block_count(num_rows: int) -> int:
+    """How many blocks `nnz_blocks` cuts `num_rows` rows into: the size's alone, so that
+    `runs_as_one_call` can tell without the pattern."""
+    return min(MAX_BLOCKS, max(num_rows // MIN_BLOCK_ROWS, 1))
+
+
 def nnz_blocks(indptr: np.ndarray) -> list[tuple[int, int]]:
     """Row ranges of a CSR pattern holding about equal numbers of entries (a fixed cut)."""
     num_rows, nnz = len(indptr) - 1, int(indptr[-1])
-    count = min(MAX_BLOCKS, max(num_rows // MIN_BLOCK_ROWS, 1))
+    count = _nnz_block_count(num_rows)
     if count == 1 or nnz == 0:
         return [(0, num_rows)]
     cuts = np.searchsorted(indptr, np.linspace(0, nnz, count + 1)[1:-1]).tolist()
     bounds = sorted({0, *cuts, num_rows})
     return list(itertools.pairwise(bounds))
+
+
+def runs_as_one_call(num_rows: int) -> bool:
+    """Whether a product over `num_rows` output rows cut by `nnz_blocks` runs as one kernel
+    call: on one thread, or with too few rows to cut (a bound on the size alone).
+
+    A kernel that cannot be cut into blocks of output rows (one that scatters into them)
+    may stand in for the blocked one exactly there: the pool would not have split the work."""
+    return get_num_threads() == 1 or _nnz_block_count(num_rows) == 1
 
 
 def run_blocks(fn: Callable[[int, int], Any], blocks: Sequence[tuple[int, int]]) -> list:

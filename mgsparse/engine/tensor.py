@@ -125,15 +125,36 @@ class Function:
 
     @classmethod
     def apply(cls, *args: Any) -> Tensor:
-        tensors = [a for a in args if isinstance(a, Tensor)]
-        _check_dtypes(cls, tensors)
-        needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        """Run the forward on the raw arrays; record the context when a gradient is wanted.
+
+        One pass over the arguments (not one per question asked of them), and an output that
+        is already an ndarray of the right dtype is wrapped without `Tensor.__init__`'s
+        conversion: this runs for every op, ~30 times in a small graph's epoch.
+        """
+        tensors, raw, needs, dtype = [], [], [], None
+        for a in args:
+            if isinstance(a, Tensor):
+                data = a.data
+                if dtype is None:
+                    dtype = data.dtype
+                elif data.dtype != dtype:
+                    _check_dtypes(cls, [t for t in args if isinstance(t, Tensor)])  # raises
+                tensors.append(a)
+                raw.append(data)
+                needs.append(a.requires_grad)
+            else:
+                raw.append(a)
+                needs.append(False)
+        needs = tuple(needs)
         record = _GradMode.enabled and any(needs)
         ctx = Context(cls, args if record else (), needs)
-        raw = [a.data if isinstance(a, Tensor) else a for a in args]
-        dtype = tensors[0].dtype if tensors else None
         data = cls.forward(ctx, *raw)
-        out = Tensor(data, dtype=getattr(ctx, "out_dtype", dtype), requires_grad=record)
+        dtype = getattr(ctx, "out_dtype", dtype)
+        if dtype is not None and type(data) is np.ndarray and data.dtype == dtype:
+            out = Tensor.__new__(Tensor)  # Tensor() would keep the array as it is
+            out._set(data, record)
+        else:
+            out = Tensor(data, dtype=dtype, requires_grad=record)
         if record:
             out._ctx = ctx
             if ctx.saved_tensors:
@@ -163,7 +184,12 @@ class Tensor:
     def __init__(self, data: Any, dtype: Any = None, requires_grad: bool = False):
         if isinstance(data, Tensor):
             data = data.data
-        self.data = _as_float_array(data, dtype)
+        self._set(_as_float_array(data, dtype), requires_grad)
+
+    def _set(self, data: np.ndarray, requires_grad: bool) -> None:
+        """Every field of a new Tensor around a float array: one place for `__init__` and
+        for `Function.apply`, which wraps an output array that needs no conversion."""
+        self.data = data
         self.grad: np.ndarray | None = None
         self.requires_grad = bool(requires_grad)
         self._ctx: Context | None = None

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.engine import Function, Tensor
+from mgsparse.engine import Function, Tensor, parallel
 from mgsparse.errors import ShapeError
 
 # ---------------------------------------------------------------- masks and targets
@@ -54,6 +54,42 @@ def _targets(target: Any, rows: np.ndarray | None, num_rows: int, num_classes: i
     return t
 
 
+class Targets:
+    """Integer targets at a mask's rows, checked once against `scores` as `cross_entropy`
+    (`of="cross_entropy"`: (N, C) logits, class ids, rows repeated or not) or `accuracy`
+    (`of="accuracy"`) checks them, in the same order and with the same errors.
+
+    Why: a task scores the same rows against the same labels every epoch, and the checks
+    (range, dtype, uniqueness of the rows) cost ~20 µs of a small graph's epoch. It keeps one
+    per split and hands it to `cross_entropy_at` / `accuracy_at`, which skip them, for scores
+    of the shape it was checked against: the same rows and targets reach the same kernels,
+    so the results are bitwise those of `cross_entropy(scores, target, mask)` and
+    `accuracy(...)`. The arrays must not change afterwards (a task's labels and splits never do).
+    """
+
+    __slots__ = ("rows", "target", "unique")
+
+    def __init__(self, target: Any, mask: Any, scores: Any, of: str = "cross_entropy"):
+        if of == "cross_entropy":
+            _check_logits(scores, of)
+            num_rows, num_classes = scores.shape
+            self.rows = rows = _rows(mask, num_rows, of)
+            self.target = _targets(target, rows, num_rows, num_classes, of)
+            self.unique = (rows is None or _is_bool(mask) or _increasing(rows)
+                           or np.unique(rows).size == rows.size)
+            return
+        if scores.ndim not in (1, 2):
+            raise ShapeError(f"accuracy: expects (N, C) scores or (N,) labels, got {scores.shape}")
+        t = np.asarray(target.data if isinstance(target, Tensor) else target)
+        if t.shape != scores.shape[:1]:
+            raise ShapeError(f"accuracy: target of shape {t.shape} for {scores.shape[0]} rows")
+        self.rows = _rows(mask, scores.shape[0], "accuracy")
+        self.target = t if self.rows is None else t[self.rows]
+        if self.target.size == 0:
+            raise ShapeError("accuracy: no rows")
+        self.unique = None  # accuracy does not ask
+
+
 def _check_logits(logits: Tensor, name: str) -> None:
     if logits.ndim != 2:
         raise ShapeError(f"{name}: expects (N, C) scores, got shape {logits.shape}")
@@ -77,17 +113,25 @@ class CrossEntropy(Function):
 
     @staticmethod
     def forward(ctx, z, t, rows, unique_rows):
-        zm = z if rows is None else z.take(rows, axis=0)  # (n, C); 4x faster than z[rows]
-        n = zm.shape[0]
-        m = zm.max(axis=1, keepdims=True)
-        picked = zm[np.arange(n), t] - m[:, 0]  # z_t − m
-        # exp(z − m) written over the gathered copy: no two more (n, C) arrays per step
-        e = np.subtract(zm, m, out=None if rows is None else zm)
-        np.exp(e, out=e)
-        sums = e.sum(axis=1, keepdims=True)
+        n = len(z) if rows is None else len(rows)
+        keep = ctx.needs_input_grad[0]
+        e = np.empty((n, z.shape[1]), dtype=z.dtype)  # exp(z − m), then softmax (n, C)
+        sums, picked = np.empty((n, 1), dtype=z.dtype), np.empty(n, dtype=z.dtype)
+
+        def rows_of(s, stop):  # every step reads and writes rows s..stop only
+            zm = z[s:stop] if rows is None else z.take(rows[s:stop], axis=0)  # 4x z[rows]
+            m = zm.max(axis=1, keepdims=True)
+            picked[s:stop] = zm[np.arange(stop - s), t[s:stop]] - m[:, 0]  # z_t − m
+            block = np.exp(np.subtract(zm, m, out=e[s:stop]), out=e[s:stop])
+            block.sum(axis=1, keepdims=True, out=sums[s:stop])
+            if keep:
+                block /= sums[s:stop]
+        if e.size < parallel.MIN_PARALLEL_ELEMENTS or parallel.get_num_threads() == 1:
+            rows_of(0, n)
+        else:  # row blocks on the pool: each row's numbers are the one call's, bitwise
+            parallel.run_blocks(rows_of, parallel.row_blocks(n))
         loss = np.log(sums[:, 0]).sum() - picked.sum()
-        if ctx.needs_input_grad[0]:
-            e /= sums  # softmax (n, C), kept for the backward
+        if keep:
             ctx.save_for_backward(e, t, rows)
             ctx.shape, ctx.unique_rows = z.shape, unique_rows
         return np.asarray(loss / n, dtype=z.dtype)
@@ -115,12 +159,12 @@ def cross_entropy(logits: Tensor, target: Any, mask: Any = None) -> Tensor:
 
     Equals `nll_loss(logits.log_softmax(-1), target, mask)`, computed as one fused op.
     """
-    _check_logits(logits, "cross_entropy")
-    num_rows, num_classes = logits.shape
-    rows = _rows(mask, num_rows, "cross_entropy")
-    t = _targets(target, rows, num_rows, num_classes, "cross_entropy")
-    unique = rows is None or _is_bool(mask) or _increasing(rows) or np.unique(rows).size == rows.size
-    return CrossEntropy.apply(logits, t, rows, unique)
+    return cross_entropy_at(logits, Targets(target, mask, logits))
+
+
+def cross_entropy_at(logits: Tensor, targets: Targets) -> Tensor:
+    """`cross_entropy` on targets checked once against logits of this shape (`Targets`)."""
+    return CrossEntropy.apply(logits, targets.target, targets.rows, targets.unique)
 
 
 def _increasing(rows: np.ndarray) -> bool:
@@ -200,15 +244,12 @@ def accuracy(logits_or_pred: Any, target: Any, mask: Any = None) -> float:
     """
     scores = np.asarray(logits_or_pred.data if isinstance(logits_or_pred, Tensor)
                         else logits_or_pred)
-    if scores.ndim not in (1, 2):
-        raise ShapeError(f"accuracy: expects (N, C) scores or (N,) labels, got {scores.shape}")
-    t = np.asarray(target.data if isinstance(target, Tensor) else target)
-    if t.shape != scores.shape[:1]:
-        raise ShapeError(f"accuracy: target of shape {t.shape} for {scores.shape[0]} rows")
-    rows = _rows(mask, scores.shape[0], "accuracy")
-    if rows is not None:  # the masked rows first: argmax over them only
-        scores, t = scores[rows], t[rows]
-    if t.size == 0:
-        raise ShapeError("accuracy: no rows")
+    return accuracy_at(scores, Targets(target, mask, scores, of="accuracy"))
+
+
+def accuracy_at(scores: np.ndarray, targets: Targets) -> float:
+    """`accuracy` on targets checked once against scores of this shape (`Targets`)."""
+    if targets.rows is not None:  # the masked rows first: argmax over them only
+        scores = scores[targets.rows]
     pred = scores.argmax(axis=1) if scores.ndim == 2 else scores
-    return float(np.mean(pred == t))
+    return float(np.mean(pred == targets.target))

@@ -35,6 +35,46 @@ def test_mixed_float_dtypes_raise_naming_both():
         b @ a
 
 
+def test_mixed_dtypes_are_refused_after_a_constant_and_among_three_operands():
+    class Three(Function):
+        @staticmethod
+        def forward(ctx, scale, a, b, c):
+            return scale * (a + b + c)
+
+    a, b = Tensor(np.ones(2, dtype=np.float32)), Tensor(np.ones(2))
+    with pytest.raises(ShapeError, match=r"Three: operands have different dtypes \(float32\(2,\), "
+                                         r"float32\(2,\), float64\(2,\)\)"):
+        Three.apply(2.0, a, a, b)
+
+
+class _Outputs(Function):
+    """Returns what it is told to: the output array as is, a numpy scalar, or another dtype."""
+
+    @staticmethod
+    def forward(ctx, x, kind):
+        if kind == "cast":
+            ctx.out_dtype = np.float64
+            return x.astype(np.float64)
+        return {"scalar": x.sum(), "same": x}.get(kind, x * 2)
+
+
+@pytest.mark.parametrize("kind", ["array", "same", "scalar", "cast"])
+def test_apply_wraps_every_kind_of_output_as_tensor_would(kind):
+    """An output array of the right dtype is wrapped without conversion (no copy); every
+    field is the one `Tensor(data, dtype, requires_grad)` sets."""
+    x = Tensor(np.arange(3, dtype=np.float32), requires_grad=True)
+    out = _Outputs.apply(x, kind)
+    same = Tensor(out.data, dtype=out.dtype, requires_grad=True)
+    assert type(out.data) is np.ndarray and out.dtype == same.dtype
+    assert out.dtype == (np.float64 if kind == "cast" else np.float32)
+    assert {k: v for k, v in vars(out).items() if k not in ("data", "_ctx")} == \
+        {k: v for k, v in vars(same).items() if k not in ("data", "_ctx")}
+    assert out._ctx is not None and out.requires_grad
+    assert (out.data is x.data) == (kind == "same")
+    with no_grad():
+        assert not _Outputs.apply(x, kind).requires_grad
+
+
 @pytest.mark.parametrize("const", [2.0, 3, np.float64(2.0), np.ones(3), np.arange(3.0) + 1])
 def test_constants_keep_the_tensor_dtype(const):
     x = Tensor([1.0, 2.0, 3.0])

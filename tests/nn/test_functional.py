@@ -153,3 +153,60 @@ def test_cross_entropy_counts_a_row_named_by_a_negative_and_a_positive_index_twi
     F.nll_loss(expected.log_softmax(-1), t, np.array([3, 3])).backward()
     np.testing.assert_allclose(z.grad, expected.grad, atol=1e-15)
     np.testing.assert_allclose(z.grad[3], [-2 / 3, 1 / 3, 1 / 3], atol=1e-15)
+
+
+@pytest.mark.parametrize("mask", [None, "bool", np.array([5, 0, 2, 0, -1])])  # repeats, −1
+def test_targets_checked_once_give_the_checked_functions_bits(problem, mask):
+    """`Targets` + `cross_entropy_at` / `accuracy_at` (a task's fast path) are the public
+    functions without their checks: the same loss, gradient and accuracy, bit for bit."""
+    z, t, bool_mask = problem
+    mask = bool_mask if isinstance(mask, str) else mask
+    for dtype in (np.float32, np.float64):
+        losses, grads = [], []
+        for fn in (lambda x: F.cross_entropy(x, t, mask),
+                   lambda x: F.cross_entropy_at(x, F.Targets(t, mask, x))):
+            x = Tensor(z.astype(dtype), requires_grad=True)
+            loss = fn(x)
+            loss.backward()
+            losses.append(loss.data.tobytes())
+            grads.append(x.grad.tobytes())
+        assert losses[0] == losses[1] and grads[0] == grads[1]
+    pred = z.argmax(axis=1)
+    for scores in (z, pred):
+        assert F.accuracy_at(scores, F.Targets(t, mask, scores, of="accuracy")) == \
+            F.accuracy(scores, t, mask)
+
+
+def test_targets_check_as_the_public_functions_do():
+    with pytest.raises(ShapeError, match=r"cross_entropy: target ids must be in \[0, 2\)"):
+        F.Targets(np.array([0, 1, 9]), None, Tensor(np.zeros((3, 2))))
+    with pytest.raises(ShapeError, match=r"accuracy: target of shape \(2,\) for 3 rows"):
+        F.Targets(np.array([0, 1]), None, np.zeros(3), of="accuracy")
+    with pytest.raises(ShapeError, match="accuracy: the mask selects no rows"):
+        F.Targets(np.array([0, 1, 1]), np.zeros(3, dtype=bool), np.zeros(3), of="accuracy")
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_cross_entropy_by_row_blocks_is_bitwise_the_same_for_any_thread_count(masked):
+    """Above the pool's size the per-row work (gather, max, exp, row sums, softmax) runs in
+    row blocks; the two sums over rows run once, so loss and gradient do not depend on the
+    thread count, and they equal the one-call result below the threshold's size."""
+    from mgsparse.engine import parallel
+
+    rng = np.random.default_rng(3)
+    z = (rng.standard_normal((30_000, 40)) * 4).astype(np.float32)  # 1.2M > 2^20 entries
+    y = rng.integers(0, 40, len(z))
+    mask = rng.random(len(z)) < 0.6 if masked else None
+    results = []
+    for threads in (1, 2, 3):
+        with parallel.num_threads(threads):
+            logits = Tensor(z, requires_grad=True)
+            loss = F.cross_entropy(logits, y, mask)
+            loss.backward()
+            results.append((np.asarray(loss.data).tobytes(), logits.grad.tobytes()))
+    assert results[0] == results[1] == results[2]
+    rows = np.arange(len(z)) if mask is None else np.flatnonzero(mask)
+    zm = z[rows].astype(np.float64)  # the formula, in float64: agrees to float32 rounding
+    lse = zm.max(axis=1) + np.log(np.exp(zm - zm.max(axis=1, keepdims=True)).sum(axis=1))
+    np.testing.assert_allclose(float(loss.data), np.mean(lse - zm[np.arange(len(rows)), y[rows]]),
+                               rtol=1e-5)

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 from mgsparse.config import config_from_dict
-from mgsparse.errors import ConfigError
+from mgsparse.engine import no_grad
+from mgsparse.errors import ConfigError, ShapeError
+from mgsparse.nn import functional as F
 from mgsparse.run import GraphTask, make_task
 from mgsparse.run.placed import load_graph
 from mgsparse.run.task import shuffle_generator
@@ -142,3 +144,34 @@ def test_with_fields_for_training_and_scores_the_whole_graph_operand_waits_until
     np.testing.assert_array_equal(task.operand.to_scipy("csr").toarray(),  # built when read
                                   whole.operand.to_scipy("csr").toarray())
     assert set(task.operands()) == {"features", "adjacency"}
+
+
+@pytest.mark.parametrize("receptive_field", [False, True])
+def test_scores_check_their_targets_once_and_equal_the_checked_functions(receptive_field,
+                                                                         monkeypatch):
+    """The first evaluate checks the splits' targets as `F.cross_entropy` and `F.accuracy`
+    do; later ones skip the checks and give those functions' scores, bit for bit."""
+    task = GraphTask(config(receptive_field=receptive_field), load_graph(config().dataset))
+    model = task.build_model(np.random.default_rng(5))
+    first = task.evaluate(model)
+    field = task._field("scored", task.scored_idx)
+    assert (field is None) == (not receptive_field)
+    with no_grad():
+        logits = task.logits(model) if field is None else field.logits(model)
+    y, (train, val, test) = (task.y, task.splits) if field is None else task._scored
+    pred = logits.data.argmax(axis=1)
+    assert first.val_loss == float(F.cross_entropy(logits, y, val).data)
+    assert (first.train_acc, first.val_acc, first.test_acc) == tuple(
+        F.accuracy(pred, y, rows) for rows in (train, val, test))
+    monkeypatch.setattr(F.Targets, "__init__", lambda *a, **k: pytest.fail("checked again"))
+    again = task.evaluate(model)
+    assert [again[c] for c in again] == [first[c] for c in first]
+
+
+def test_a_bad_label_in_the_scored_rows_is_still_refused_by_the_first_evaluate():
+    task = GraphTask(config(receptive_field=False), load_graph(config().dataset))
+    task.y = task.y.copy()
+    task.y[task.val_idx[0]] = 7  # 3 classes
+    model = task.build_model(np.random.default_rng(5))
+    with pytest.raises(ShapeError, match=r"cross_entropy: target ids must be in \[0, 3\)"):
+        task.evaluate(model)

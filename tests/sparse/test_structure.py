@@ -1,11 +1,14 @@
-"""Structure: cached CSR views, Aᵀ·X on the transpose's view, the permuted-values cache."""
+"""Structure: cached CSR views, Aᵀ·X on the transpose's view or A's CSR read as CSC, the
+permuted-values cache."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from mgsparse import SparseTensor, Tensor, gradcheck
+from mgsparse.engine import parallel
 
 
 @pytest.mark.parametrize("constant", [False, True])  # permuted values cached or not
@@ -43,3 +46,55 @@ def test_permuted_values_are_cached_only_for_the_same_live_array(rng):
     assert view.data(v, constant=False) is not first
     with pytest.raises(ValueError, match="read-only"):  # a cached array cannot go stale
         v[0] = 1.0
+
+
+def _previous_t_matmul(A: SparseTensor, dense: np.ndarray) -> np.ndarray:
+    """Aᵀ·dense as it was computed before the CSC path: the values permuted into the
+    transpose's CSR view, then its CSR kernel."""
+    return A._structure.transposed().csr().matmul(A.values.data, dense)
+
+
+def _row_sorted_cases(rng, dtype) -> dict[str, SparseTensor]:
+    """Random patterns whose values are in CSR order (the CSC path's case) and one that is not."""
+    m = sp.random(40, 30, density=0.15, format="csr", dtype=dtype, random_state=3)
+    m = sp.csr_matrix(m.multiply(np.arange(40)[:, None] % 4 != 0))  # every 4th row empty
+    m.eliminate_zeros()
+    rows, cols = 25, 35
+    row = np.sort(rng.integers(0, rows, 200))  # row-sorted, columns unsorted, duplicates
+    unsorted = SparseTensor(np.stack([row, rng.integers(0, cols, 200)]),
+                            rng.standard_normal(200).astype(dtype), (rows, cols))
+    canonical = SparseTensor.from_scipy(m)
+    return {"canonical, empty rows": canonical, "duplicates, unsorted columns": unsorted,
+            "transposed view": canonical.T, "empty": SparseTensor.from_scipy(sp.csr_matrix(
+                (6, 4), dtype=dtype))}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_t_matmul_reading_the_csr_as_csc_is_bitwise_the_transposed_view(rng, dtype):
+    """A's own CSR read as CSC (no values permuted) gives the bits of the transpose's view."""
+    for name, A in _row_sorted_cases(rng, dtype).items():
+        rows = A.shape[0]
+        g = rng.standard_normal((rows, 16)).astype(dtype)
+        for dense in (g, g[:, :1], g[:, 3], np.asfortranarray(g), g.T.copy().T):
+            got = A._structure.t_matmul(A.values.data, dense)
+            want = _previous_t_matmul(A, dense)
+            assert got.dtype == want.dtype and got.shape == want.shape, name
+            assert got.tobytes() == want.tobytes(), name
+        took_csc = A._structure.csr().t_matmul(A.values.data, g) is not None
+        assert took_csc == (name != "transposed view"), name  # its values are not in CSR order
+
+
+def test_t_matmul_as_csc_at_one_thread_is_bitwise_the_blocked_product_at_two(rng):
+    """Where the transpose's product is cut into blocks (>= 2 × MIN_BLOCK_ROWS output rows),
+    one thread reads A as CSC and two run the blocks: the same bits."""
+    cols = 2 * parallel.MIN_BLOCK_ROWS + 5
+    m = sp.random(300, cols, density=0.01, format="csr", dtype=np.float32, random_state=4)
+    A = SparseTensor.from_scipy(m)
+    g = rng.standard_normal((300, 8)).astype(np.float32)
+    with parallel.num_threads(2):
+        assert A._structure.csr().t_matmul(A.values.data, g) is None  # the blocked path
+        two = A._structure.t_matmul(A.values.data, g)
+    with parallel.num_threads(1):
+        assert A._structure.csr().t_matmul(A.values.data, g) is not None
+        one = A._structure.t_matmul(A.values.data, g)
+    assert one.tobytes() == two.tobytes()
