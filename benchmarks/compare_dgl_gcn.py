@@ -30,6 +30,7 @@ import numpy as np
 from compare_pyg import MgsparseSide, set_threads
 from compare_sampled import peer
 from floor_gcn import RECIPE, load_graph
+from speed_table import record_ratio
 
 from mgsparse.engine.allocator import keep_freed_memory
 
@@ -104,6 +105,7 @@ def main() -> None:
             f"{k} {v:,.0f} ms (test {best[k][1]:.1%} at best val)" for k, v in med.items()))
         ours = sides[0].name
         print(f"  mgsparse / DGL: {med[ours] / med['DGL']:.3f}")
+        record_ratio("DGL", threads, med[ours], med["DGL"])
 
 
 if __name__ == "__main__":

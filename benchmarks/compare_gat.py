@@ -27,6 +27,7 @@ import time
 import numpy as np
 from compare_sampled import peer, set_threads
 from floor_gcn import synthetic_graph
+from speed_table import record_ratio
 
 from mgsparse.engine import Tensor
 from mgsparse.engine.allocator import keep_freed_memory
@@ -157,6 +158,7 @@ def main() -> None:
         if framework:
             other = sides[1].name
             print(f"  mgsparse / {other}: {med['mgsparse'] / med[other]:.3f}")
+            record_ratio(other, threads, med["mgsparse"], med[other])
 
 
 if __name__ == "__main__":

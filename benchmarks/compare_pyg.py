@@ -48,6 +48,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 from floor_gcn import RECIPE, FloorSide, load_graph
+from speed_table import record_ratio
 
 from mgsparse.bench.measure import rss_bytes
 from mgsparse.config import config_from_dict
@@ -309,7 +310,7 @@ def measure_memory(side_name: str, args, nodes: int, threads: int) -> dict:
 # ---------------------------------------------------------------- report
 
 
-def report(title: str, runs: list[dict]) -> None:
+def report(title: str, runs: list[dict], threads: int) -> None:
     """One block per thread count: medians, IQR, accuracy, ratios to PyG and to the floor."""
     names = list(runs[0])
     stats = {}
@@ -331,6 +332,8 @@ def report(title: str, runs: list[dict]) -> None:
         mgs = stats[name][0]
         print(f"  {name + ':':22} / PyG {mgs / pyg:.3f}   / PyG k-hop {mgs / khop:.3f}   "
               f"/ numpy floor {mgs / floor:.3f}")
+        for peer in ("PyG", "PyG, k-hop subgraphs", "numpy floor"):
+            record_ratio(peer, threads, mgs, stats[peer][0], side=name)
 
 
 def report_memory(args, nodes: int) -> None:
@@ -384,7 +387,7 @@ def main() -> None:
         for threads in args.threads:
             set_threads(threads)
             runs = [alternate(graph, args.epochs, seed) for seed in range(args.runs)]
-            report(f"{label}, {threads} thread(s):", runs)
+            report(f"{label}, {threads} thread(s):", runs, threads)
         if args.memory:
             report_memory(args, nodes)
 

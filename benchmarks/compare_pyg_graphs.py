@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 from compare_pyg import frameworks_available
 from floor_gin import RECIPE, FloorGIN
+from speed_table import record_ratio
 
 from mgsparse.config import load_config
 from mgsparse.data import load_dataset
@@ -207,6 +208,8 @@ def main() -> None:
         print(f"  {name + ':':13s} epoch median {wall[name]:8.1f} ms wall, {cpu[name]:8.1f} ms "
               f"CPU   best val {val:.3f}, test there {test:.3f}")
     wall["products"] = statistics.median(products)
+    record_ratio("PyG", args.threads, wall["mgsparse"], wall["PyG"])
+    record_ratio("numpy floor", args.threads, wall["mgsparse"], wall[floor.name])
     print(f"  {'dense products alone:':25s} {wall['products']:8.1f} ms wall")
     print(f"  mgsparse / PyG epoch time: {wall['mgsparse'] / wall['PyG']:.2f} wall, "
           f"{cpu['mgsparse'] / cpu['PyG']:.2f} CPU")

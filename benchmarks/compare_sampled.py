@@ -33,6 +33,7 @@ import time
 
 import numpy as np
 from floor_gcn import synthetic_graph
+from speed_table import record_ratio
 
 from mgsparse.config import config_from_dict
 from mgsparse.engine.allocator import keep_freed_memory
@@ -224,6 +225,7 @@ def main() -> None:
         if framework:
             other = sides[1].name
             print(f"  mgsparse / {other}: {med['mgsparse'] / med[other]:.3f}")
+            record_ratio(other, threads, med["mgsparse"], med[other])
 
 
 if __name__ == "__main__":

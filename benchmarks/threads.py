@@ -5,6 +5,10 @@
    releasing it, the count comes close to that of an idle interval of the same length.
 2. Speed: Â·X and Âᵀ·X through mgsparse's row blocks at each thread count, alternating in one
    process, and whether the results are bitwise equal.
+3. Memory: a streaming pass (y = 2·x over 64 MB, read and written once, in row blocks on the
+   pool) in GB/s at each thread count. Where one core already fills the memory bus, a second
+   thread cannot speed up elementwise work (dropout, ReLU, bias adds), only the kernels that
+   wait on scattered reads (the SpMM's gathers) or compute (BLAS).
 
     python benchmarks/threads.py [--nodes 1000000] [--features 16] [--repeat 5]
 """
@@ -40,6 +44,23 @@ def count_idle(seconds: float) -> int:
     return count
 
 
+def streaming(thread_counts: list[int], repeat: int) -> None:
+    """GB/s of y = 2·x over 2^24 float32 (64 MB each way) in 2^20-row blocks on the pool."""
+    from mgsparse.engine import parallel
+
+    x = np.ones(1 << 24, dtype=np.float32)
+    y = np.empty_like(x)
+    blocks = parallel.row_blocks(len(x), 1 << 20)
+    for n in thread_counts:
+        set_num_threads(n)
+        ms = []
+        for _ in range(repeat + 1):
+            t0 = time.perf_counter()
+            parallel.run_blocks(lambda s, e: np.multiply(x[s:e], 2, out=y[s:e]), blocks)
+            ms.append(time.perf_counter() - t0)
+        print(f"streaming y = 2x, {n} thread(s): {2 * x.nbytes / statistics.median(ms[1:]) / 1e9:.1f} GB/s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1_000_000)
@@ -70,6 +91,7 @@ def main() -> None:
                 results[n, op] = fn()
                 times[n, op].append((time.perf_counter() - t0) * 1e3)
     first = args.threads[0]
+    streaming(args.threads, args.repeat)
     for (n, op), ms in times.items():
         same = np.array_equal(results[n, op], results[first, op])
         print(f"{op:5} {n} thread(s): median {statistics.median(ms):7.1f} ms, "

@@ -1,0 +1,194 @@
+"""The README's table against the peers, measured and written by one command.
+
+Each row of the table is one or more runs of the side-by-side scripts here, each in the
+interpreter where its peer installs: PyG and DGL need different torch and numpy versions, so
+they usually live in two environments (`--pyg-python`, `--dgl-python`; both default to this
+interpreter, which also runs the numpy floors). The scripts append every ratio they print,
+through `record_ratio`, to the file named by the environment variable BENCH_RATIOS (one JSON
+line each: mgsparse side, peer, threads, both medians, their ratio; nothing when it is
+unset). The table is built from those lines only, so the README's figures are the ones the
+scripts printed, not copied by hand. A cell shows mgsparse's median over the peer's at
+1 · 2 threads; the last column, mgsparse's own gain from the second thread (its 1-thread
+median over its 2-thread one), which issue 27 asks to be 1.5× on every whole-graph row. A
+peer that does not install where it is asked for leaves its cell "not measured", never an
+old figure.
+
+    python benchmarks/speed_table.py [--pyg-python P] [--dgl-python P] [--rows gat sage]
+    python benchmarks/speed_table.py ... --write README.md   # replace the table in place
+
+The README holds the table between the two marker comments `BEGIN`/`END` below; `--write`
+replaces what is between them (and the line saying how loaded the machine was), nothing else.
+Runs set OMP_WAIT_POLICY=PASSIVE, so that the peers' idle OpenMP threads do not spin while
+mgsparse runs, and pass this checkout on PYTHONPATH, so an environment without mgsparse
+installed measures this code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ENV = "BENCH_RATIOS"
+
+
+def record_ratio(peer: str, threads: int, ours_ms: float, peer_ms: float,
+           side: str = "mgsparse") -> None:
+    """Append one measured ratio (`side`'s median over `peer`'s) to $BENCH_RATIOS, if set."""
+    path = os.environ.get(ENV)
+    if not path:
+        return
+    line = {"side": side, "peer": peer, "threads": int(threads), "ours_ms": float(ours_ms),
+            "peer_ms": float(peer_ms), "ratio": float(ours_ms) / float(peer_ms)}
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps(line) + "\n")
+
+
+def read(path: str | Path) -> list[dict]:
+    """Every line `record_ratio` wrote to `path` (none when the file does not exist)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+BEGIN, END = "<!-- speed-table: begin -->", "<!-- speed-table: end -->"
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One table row: what it measures, the runs that measure it (environment, script
+    arguments) and the cells it shows (peer as the scripts record it, mgsparse side)."""
+    key: str
+    work: str
+    runs: tuple[tuple[str, str], ...]
+    cells: tuple[tuple[str, str], ...]
+
+
+ROWS = (
+    Row("cora", "GCN epoch, Cora (receptive field)",
+        (("pyg", "compare_pyg.py --graph cora --threads 1 2 --epochs 100 --runs 1 --no-memory"),
+         ("main", "floor_field.py --epochs 300 --threads 1")),
+        (("PyG", "mgsparse"), ("field floor", "mgsparse"))),
+    Row("arxiv", "GCN epoch, ogbn-arxiv-shaped graph (whole graph)",
+        (("pyg", ("compare_pyg.py --graph arxiv-shaped --threads 1 2 --epochs 8 --runs 1 "
+                  "--no-memory")),
+         ("dgl", "compare_dgl_gcn.py --epochs 8 --threads 1 2")),
+        (("PyG", "mgsparse"), ("numpy floor", "mgsparse"), ("DGL", "mgsparse"))),
+    Row("sbm", "GCN epoch, 100k-node graph, every layer on every node",
+        (("pyg", ("compare_pyg.py --graph synthetic --nodes 100000 --threads 1 2 --epochs 10 "
+                 "--runs 1 --no-memory")),),
+        (("PyG", "mgsparse, whole graph"), ("numpy floor", "mgsparse, whole graph"))),
+    Row("gat", "GAT step, 100k-node graph (whole graph)",
+        (("pyg", "compare_gat.py --nodes 100000 --steps 4 --threads 1 2"),
+         ("dgl", "compare_gat.py --nodes 100000 --steps 4 --threads 1 2")),
+        (("PyG", "mgsparse"), ("DGL", "mgsparse"))),
+    Row("sage", "GraphSAGE step, 100k-node graph (whole graph)",
+        (("pyg", "compare_gat.py --model sage --nodes 100000 --steps 6 --threads 1 2"),
+         ("dgl", "compare_gat.py --model sage --nodes 100000 --steps 6 --threads 1 2")),
+        (("PyG", "mgsparse"), ("DGL", "mgsparse"))),
+    Row("sampled", "sampled GraphSAGE epoch, 200k nodes",
+        (("dgl", "compare_sampled.py --epochs 6 --threads 1 2"),),
+        (("DGL", "mgsparse"),)),
+    Row("gin", "GIN epoch, NCI1",
+        (("pyg", "compare_pyg_graphs.py --epochs 10 --threads 1"),
+         ("pyg", "compare_pyg_graphs.py --epochs 10 --threads 2")),
+        (("PyG", "mgsparse"), ("numpy floor", "mgsparse"))),
+)
+
+
+def measure(row: Row, pythons: dict[str, str], log) -> list[dict]:
+    """Run `row`'s scripts; every ratio they recorded (a failed run records none)."""
+    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent),
+                                                        os.environ.get("PYTHONPATH")]))}
+    found = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for venv, command in row.runs:
+            out = Path(scratch) / "ratios.jsonl"
+            out.unlink(missing_ok=True)
+            argv = [pythons[venv], str(HERE / command.split()[0]), *command.split()[1:]]
+            log(f"[{row.key}] {venv}: python benchmarks/{command}")
+            done = subprocess.run(argv, env={**env, ENV: str(out)}, cwd=HERE.parent,
+                                  capture_output=True, text=True, check=False)
+            log(done.stdout.rstrip())
+            if done.returncode:
+                log(f"[{row.key}] exited {done.returncode}: {done.stderr.strip()[-400:]}")
+            found += read(out)
+    return found
+
+
+def cell(lines: list[dict], peer: str, side: str) -> str:
+    """'PyG 0.337 · 0.245': `side` over `peer` at 1 and 2 threads, in the order measured."""
+    ratios = {line["threads"]: line["ratio"] for line in lines
+              if line["peer"] == peer and line["side"] == side}
+    if not ratios:
+        return f"{peer} not measured"
+    return f"{peer} " + " · ".join(f"{ratios[t]:.3f}" for t in sorted(ratios))
+
+
+def thread_gain(lines: list[dict], side: str = "mgsparse") -> str:
+    """`side`'s 1-thread median over its 2-thread one, from the first run that has both."""
+    for peer in dict.fromkeys(line["peer"] for line in lines):
+        ms = {line["threads"]: line["ours_ms"] for line in lines
+              if line["peer"] == peer and line["side"] == side}
+        if 1 in ms and 2 in ms:
+            return f"{ms[1] / ms[2]:.2f}×"
+    return "–"
+
+
+def table(measured: dict[str, list[dict]]) -> str:
+    header = "| work | mgsparse / peer, 1 thread · 2 threads | mgsparse, 1 → 2 threads | command |"
+    lines = [header, "|---|---|---|---|"]
+    for row in ROWS:
+        if row.key not in measured:
+            continue
+        got = measured[row.key]
+        cells = "; ".join(cell(got, peer, side) for peer, side in row.cells)
+        commands = " · ".join(dict.fromkeys(f"`python benchmarks/{c}`" for _, c in row.runs))
+        gain = thread_gain(got, row.cells[0][1])
+        lines.append(f"| {row.work} | {cells} | {gain} | {commands} |")
+    return "\n".join(lines)
+
+
+def write_between_markers(path: Path, block: str) -> None:
+    """Replace what lies between BEGIN and END in `path` with `block`."""
+    text = path.read_text(encoding="utf-8")
+    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
+        raise SystemExit(f"speed_table: {path} needs one {BEGIN} line before one {END} line")
+    head, rest = text.split(BEGIN)
+    _, tail = rest.split(END)
+    path.write_text(f"{head}{BEGIN}\n{block}\n{END}{tail}", encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pyg-python", default=sys.executable)
+    parser.add_argument("--dgl-python", default=sys.executable)
+    parser.add_argument("--rows", nargs="+", choices=[r.key for r in ROWS],
+                        default=[r.key for r in ROWS])
+    parser.add_argument("--write", type=Path, help="a file with the marker comments (README.md)")
+    parser.add_argument("--quiet", action="store_true", help="print the table only")
+    args = parser.parse_args()
+    pythons = {"main": sys.executable, "pyg": args.pyg_python, "dgl": args.dgl_python}
+    log = (lambda _: None) if args.quiet else (lambda text: print(text, flush=True))
+    load_before, t0 = os.getloadavg()[0], time.perf_counter()
+    measured = {row.key: measure(row, pythons, log) for row in ROWS if row.key in args.rows}
+    minutes = (time.perf_counter() - t0) / 60
+    block = (f"{table(measured)}\n\nWritten by `python benchmarks/speed_table.py` in "
+             f"{minutes:.0f} min on {time.strftime('%Y-%m-%d')}, load average {load_before:.1f} before and "
+             f"{os.getloadavg()[0]:.1f} after.")
+    print(block)
+    if args.write:
+        write_between_markers(args.write, block)
+
+
+if __name__ == "__main__":
+    main()
