@@ -17,10 +17,9 @@ per-edge logits are two gathers at the edges — no N×N array, no loop over hea
 transposed copy of the features or of the output — and one fused `attention_softmax`
 (gathers, LeakyReLU, row softmax, by blocks of rows) then one sparse × dense product
 aggregate all heads at once. Node i's H rows are adjacent and read the same neighbours'
-rows, so one neighbour's features (H·C floats) are gathered once per cache line, not once
-per head. The attention
-parameters get their gradient through the SparseTensor's values: the SDDMM of the product's
-backward, then the edge softmax's backward, then the gathers' scatter-adds.
+rows, so one neighbour's features (H·C floats) come in the same cache lines for every head.
+The attention parameters get their gradient through the SparseTensor's values: the SDDMM
+of the product's backward, then the edge softmax's backward, then the gathers' scatter-adds.
 """
 
 from __future__ import annotations
@@ -126,7 +125,7 @@ class GATConv(Module):
         h_dst = h if h_dst is None else h_dst
         score_src = self._scores(h, self.att_src)  # (N·H,), entry j·H + h
         score_dst = self._scores(h_dst, self.att_dst)  # (T·H,)
-        return attention_softmax(A, score_dst, score_src, self.negative_slope)  # (H·E,) fused
+        return attention_softmax(A, score_dst, score_src, self.negative_slope)  # (E·H,) fused
 
     def _scores(self, h: Tensor, att: Parameter) -> Tensor:
         """a_h · h_{n,h} for every node n and head h, node-major (N·H,): one product of the
