@@ -15,6 +15,9 @@ The earlier side is this tree with a few functions swapped for their versions at
 - `elementwise`: the whole-graph GCN epoch below with `--rev`'s ReLU, LeakyReLU, ELU and
   dropout ops (one call each) in place of this tree's (row blocks on the thread pool; c1ffb82
   predates them);
+- `sage`: a whole-graph GraphSAGE step (compare_gat.py `--model sage`, 100 labelled nodes, so
+  the weight gradients are zero outside a few rows) with `--rev`'s `sparse_rows` (1f11607
+  counted the nonzero entries, then marked the rows: two passes over a sparse gradient);
 - `gcn`: a whole-graph GCN epoch (training step and scores, `train.receptive_field: false`) on
   the ogbn-arxiv-shaped graph of benchmarks/compare_pyg.py with `--rev`'s `GCNConv.forward`,
   cross-entropy forward and `sparse_rows` (2f38205 predates GCNConv's choice of the side to
@@ -29,6 +32,7 @@ bitwise the same (the training loss, and for gcn the validation loss too).
     python benchmarks/ab_speed.py gcn --rev 2f38205 --threads 1 --rounds 8
     python benchmarks/ab_speed.py attention --rev b704e4c --threads 2 --rounds 6
     python benchmarks/ab_speed.py elementwise --rev c1ffb82 --threads 2 --rounds 6
+    python benchmarks/ab_speed.py sage --threads 1 --rounds 10
 
 The process keeps freed memory for reuse as `mgsparse train` does (`keep_freed_memory`).
 """
@@ -73,10 +77,10 @@ def gat_sides(rev: str, nodes: int):
     old_g = old_module(rev, "mgsparse/sparse/graph.py", "old_graph")
     old_o = old_module(rev, "mgsparse/sparse/ops.py", "old_ops")
 
-    def old_alpha(self, h, A, h_dst=None):
+    def old_alpha(self, h, A, h_dst=None):  # the scores in the pattern's node-major order
         h_dst = h if h_dst is None else h_dst
-        score_src = (h * self.att_src).sum(axis=-1).T.reshape(-1)
-        score_dst = (h_dst * self.att_dst).sum(axis=-1).T.reshape(-1)
+        score_src = (h * self.att_src).sum(axis=-1).reshape(-1)
+        score_dst = (h_dst * self.att_dst).sum(axis=-1).reshape(-1)
         logits = old_o.Gather.apply(score_dst, A.row) + old_o.Gather.apply(score_src, A.col)
         return old_g.row_softmax(A.with_values(logits.leaky_relu(self.negative_slope)))
 
@@ -175,10 +179,28 @@ def gcn_sides(rev: str, nodes: int):
             "new": (lambda: use(*new), lambda: gcn_epoch(sides["new"]))}
 
 
+def sage_sides(rev: str, nodes: int):
+    from compare_gat import MgsparseSide
+    from floor_gcn import synthetic_graph
+
+    from mgsparse.engine import parallel
+
+    old_p = old_module(rev, "mgsparse/engine/parallel.py", "old_parallel")
+    new = parallel.sparse_rows
+
+    def use(fn):
+        parallel.sparse_rows = fn
+
+    graph = synthetic_graph(nodes)
+    return {"old": (lambda: use(old_p.sparse_rows), MgsparseSide(graph, 0, "sage").step),
+            "new": (lambda: use(new), MgsparseSide(graph, 0, "sage").step)}
+
+
 SIDES = {"gat": gat_sides, "attention": attention_sides, "sampled": sampled_sides,
-         "elementwise": elementwise_sides, "gcn": gcn_sides}
+         "elementwise": elementwise_sides, "gcn": gcn_sides, "sage": sage_sides}
 REVS = {"gat": "5fe5376", "attention": "b704e4c", "sampled": "5fe5376",
-        "elementwise": "c1ffb82", "gcn": "2f38205"}  # the last revision before each change
+        "elementwise": "c1ffb82", "gcn": "2f38205",
+        "sage": "1f11607"}  # the last revision before each change
 
 
 def main() -> None:
@@ -186,7 +208,7 @@ def main() -> None:
     parser.add_argument("work", choices=sorted(SIDES))
     parser.add_argument("--rev", help="the earlier revision (default: the one that predates "
                         "the work's change, REVS)")
-    parser.add_argument("--nodes", type=int, default=100_000, help="gat and attention only")
+    parser.add_argument("--nodes", type=int, default=100_000, help="gat, attention and sage")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()

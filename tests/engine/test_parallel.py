@@ -221,12 +221,30 @@ def test_a_forked_child_gets_a_pool_of_its_own():
     assert not hung and results.get(timeout=5) == 9
 
 
-def test_the_nonzero_count_stops_early_with_the_answer_of_one_count(rng):
-    """`_nonzeros_exceed` counts by row blocks and stops past the limit: for every share of
-    nonzero rows, and limits on both sides of the count, it says what count_nonzero says."""
-    for share in (0.0, 0.1, 0.25, 0.26, 0.54, 1.0):
-        g = rng.standard_normal((10_000, 7)) * (rng.random((10_000, 1)) < share)
-        count = np.count_nonzero(g)
-        for limit in (0, count - 1, count, count + 1, 0.25 * g.size):
-            assert parallel._nonzeros_exceed(g, limit) == (count > limit), (share, limit)
+def test_sparse_rows_stops_early_with_the_answer_of_the_whole_pass(rng):
+    """`sparse_rows` finds the nonzero rows by row blocks and stops once they are more than
+    a quarter: for every share of nonzero rows on both sides of the quarter it returns what
+    the definition says (the rows, or None), a row of -0.0 counting as zero and a row
+    holding a NaN as nonzero."""
+    n = 10_000
+    for share in (0.0, 0.1, 0.2499, 0.25, 0.2501, 0.26, 0.54, 1.0):
+        g = np.zeros((n, 7))
+        nonzero = rng.permutation(n)[:round(share * n)]
+        g[nonzero] = rng.standard_normal((len(nonzero), 7))
+        want = np.sort(nonzero)
+        if len(nonzero) > 2:
+            g[nonzero[0]] = np.nan  # still a nonzero row
+            g[nonzero[1], :] = 0.0
+            g[nonzero[1], 3] = 1e-300  # a tiny entry keeps its row
+        zero_rows = np.setdiff1d(np.arange(n), nonzero)
+        if len(zero_rows):
+            g[zero_rows[0]] = -0.0  # a zero row, whatever its sign bits
+        got = parallel.sparse_rows(g)
+        if len(want) > 0.25 * n:
+            assert got is None, share
+        else:
+            np.testing.assert_array_equal(got, want)
+        got_1d = parallel.sparse_rows(g[:, 3])
+        nz_1d = np.flatnonzero(g[:, 3])
+        assert (got_1d is None) if len(nz_1d) > 0.25 * n else np.array_equal(got_1d, nz_1d)
 
