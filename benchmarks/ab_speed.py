@@ -139,15 +139,16 @@ def elementwise_sides(rev: str, nodes: int):
     from compare_pyg import MgsparseSide
     from floor_gcn import arxiv_shaped_graph
 
-    from mgsparse.engine import ops
+    from mgsparse.engine import activations, ops
 
-    old_o = old_module(rev, "mgsparse/engine/ops.py", "old_ops")
-    names = ("Relu", "LeakyRelu", "Elu", "Dropout")
-    new = [getattr(ops, n) for n in names]
+    old_o = old_module(rev, "mgsparse/engine/ops.py", "old_ops")  # the activations were there
+    homes = {"Relu": activations, "LeakyRelu": activations, "Elu": activations, "Dropout": ops}
+    names = tuple(homes)
+    new = [getattr(homes[n], n) for n in names]
 
     def use(classes):
         for name, cls in zip(names, classes):
-            setattr(ops, name, cls)
+            setattr(homes[name], name, cls)
 
     graph = arxiv_shaped_graph()
     sides = {name: MgsparseSide(graph, 0, False) for name in ("old", "new")}

@@ -289,11 +289,11 @@ class Tensor:
     def log(self): return ops.Log.apply(self)
     def sqrt(self): return self**0.5
     def abs(self): return ops.Abs.apply(self)
-    def relu(self): return ops.Relu.apply(self)
-    def leaky_relu(self, slope=0.01): return ops.LeakyRelu.apply(self, float(slope))
-    def elu(self, alpha=1.0): return ops.Elu.apply(self, float(alpha))
-    def sigmoid(self): return ops.Sigmoid.apply(self)
-    def tanh(self): return ops.Tanh.apply(self)
+    def relu(self): return activations.Relu.apply(self)
+    def leaky_relu(self, slope=0.01): return activations.LeakyRelu.apply(self, float(slope))
+    def elu(self, alpha=1.0): return activations.Elu.apply(self, float(alpha))
+    def sigmoid(self): return activations.Sigmoid.apply(self)
+    def tanh(self): return activations.Tanh.apply(self)
     def clip(self, lo=None, hi=None): return ops.Clip.apply(self, lo, hi)
 
     def sum(self, axis=None, keepdims=False): return ops.Sum.apply(self, axis, keepdims)
@@ -382,5 +382,5 @@ def stack(tensors: list[Tensor], axis: int = 0) -> Tensor:
 
 
 # ops and the graph walk need Function and Tensor defined above
-from mgsparse.engine import movement, ops
+from mgsparse.engine import activations, movement, ops
 from mgsparse.engine.autograd import run_backward

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from mgsparse.engine import Tensor, parallel
-from mgsparse.engine.ops import leaky_relu_into, scale_by_sign
+from mgsparse.engine.activations import leaky_relu_into, scale_by_sign
 from mgsparse.errors import ShapeError
 from mgsparse.sparse import reference as ref
 from mgsparse.sparse.ops import Gather, SparseFunction
