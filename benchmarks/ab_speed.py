@@ -93,6 +93,14 @@ def gat_sides(rev: str, nodes: int):
             "new": (lambda: use(*new), MgsparseSide(graph, 0).step)}
 
 
+def one_swap(module, name: str, old, make_run) -> dict:
+    """The two sides of an A/B that differs in `module.name` only: `old` against the current
+    value, each side with its own run (model, optimizer) from `make_run()`."""
+    new = getattr(module, name)
+    return {"old": (lambda: setattr(module, name, old), make_run()),
+            "new": (lambda: setattr(module, name, new), make_run())}
+
+
 def attention_sides(rev: str, nodes: int):
     from compare_gat import MgsparseSide
     from floor_gcn import synthetic_graph
@@ -100,14 +108,9 @@ def attention_sides(rev: str, nodes: int):
     from mgsparse.sparse import graph as sparse_graph
 
     old_g = old_module(rev, "mgsparse/sparse/graph.py", "old_graph")
-    new = sparse_graph.AttentionSoftmax
-
-    def use(fn):
-        sparse_graph.AttentionSoftmax = fn
-
     graph = synthetic_graph(nodes)
-    return {"old": (lambda: use(old_g.AttentionSoftmax), MgsparseSide(graph, 0).step),
-            "new": (lambda: use(new), MgsparseSide(graph, 0).step)}
+    return one_swap(sparse_graph, "AttentionSoftmax", old_g.AttentionSoftmax,
+                    lambda: MgsparseSide(graph, 0).step)
 
 
 def sampled_sides(rev: str, nodes: int):
@@ -116,14 +119,8 @@ def sampled_sides(rev: str, nodes: int):
     from mgsparse.run.tasks import sampled
 
     old_b = old_module(rev, "mgsparse/nn/block.py", "old_block")
-    new = sampled.gather_rows
-
-    def use(fn):
-        sampled.gather_rows = fn
-
     graph = sampled_graph()
-    return {"old": (lambda: use(old_b.gather_rows), MgsparseSide(graph, 0).epoch),
-            "new": (lambda: use(new), MgsparseSide(graph, 0).epoch)}
+    return one_swap(sampled, "gather_rows", old_b.gather_rows, lambda: MgsparseSide(graph, 0).epoch)
 
 
 def gcn_epoch(side) -> tuple[float, float]:
@@ -187,14 +184,9 @@ def sage_sides(rev: str, nodes: int):
     from mgsparse.engine import parallel
 
     old_p = old_module(rev, "mgsparse/engine/parallel.py", "old_parallel")
-    new = parallel.sparse_rows
-
-    def use(fn):
-        parallel.sparse_rows = fn
-
     graph = synthetic_graph(nodes)
-    return {"old": (lambda: use(old_p.sparse_rows), MgsparseSide(graph, 0, "sage").step),
-            "new": (lambda: use(new), MgsparseSide(graph, 0, "sage").step)}
+    return one_swap(parallel, "sparse_rows", old_p.sparse_rows,
+                    lambda: MgsparseSide(graph, 0, "sage").step)
 
 
 SIDES = {"gat": gat_sides, "attention": attention_sides, "sampled": sampled_sides,

@@ -29,6 +29,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -158,13 +159,22 @@ def table(measured: dict[str, list[dict]]) -> str:
     return "\n".join(lines)
 
 
-def write_between_markers(path: Path, block: str) -> None:
-    """Replace what lies between BEGIN and END in `path` with `block`."""
-    text = path.read_text(encoding="utf-8")
+def around_markers(path: Path) -> tuple[str, str]:
+    """The text of `path` before BEGIN and after END; a one-line exit when it has no such
+    pair (checked before measuring, not after minutes of it)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise SystemExit(f"speed_table: cannot read {path}: {error.strerror}") from None
     if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
         raise SystemExit(f"speed_table: {path} needs one {BEGIN} line before one {END} line")
     head, rest = text.split(BEGIN)
-    _, tail = rest.split(END)
+    return head, rest.split(END)[1]
+
+
+def write_between_markers(path: Path, block: str) -> None:
+    """Replace what lies between BEGIN and END in `path` with `block`."""
+    head, tail = around_markers(path)
     path.write_text(f"{head}{BEGIN}\n{block}\n{END}{tail}", encoding="utf-8")
 
 
@@ -178,6 +188,11 @@ def main() -> None:
     parser.add_argument("--quiet", action="store_true", help="print the table only")
     args = parser.parse_args()
     pythons = {"main": sys.executable, "pyg": args.pyg_python, "dgl": args.dgl_python}
+    for flag, python in (("--pyg-python", args.pyg_python), ("--dgl-python", args.dgl_python)):
+        if shutil.which(python) is None:
+            parser.error(f"{flag} {python}: no such interpreter")
+    if args.write:
+        around_markers(args.write)
     log = (lambda _: None) if args.quiet else (lambda text: print(text, flush=True))
     load_before, t0 = os.getloadavg()[0], time.perf_counter()
     measured = {row.key: measure(row, pythons, log) for row in ROWS if row.key in args.rows}

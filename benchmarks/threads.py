@@ -24,6 +24,7 @@ import numpy as np
 from floor_gcn import gcn_adjacency, synthetic_graph
 
 from mgsparse import SparseTensor
+from mgsparse.engine import parallel
 from mgsparse.sparse import set_num_threads
 
 
@@ -46,8 +47,6 @@ def count_idle(seconds: float) -> int:
 
 def streaming(thread_counts: list[int], repeat: int) -> None:
     """GB/s of y = 2·x over 2^24 float32 (64 MB each way) in 2^20-row blocks on the pool."""
-    from mgsparse.engine import parallel
-
     x = np.ones(1 << 24, dtype=np.float32)
     y = np.empty_like(x)
     blocks = parallel.row_blocks(len(x), 1 << 20)

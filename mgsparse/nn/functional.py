@@ -55,9 +55,9 @@ def _targets(target: Any, rows: np.ndarray | None, num_rows: int, num_classes: i
 
 
 class Targets:
-    """Integer targets at a mask's rows, checked once against `scores` as `cross_entropy`
-    (`of="cross_entropy"`: (N, C) logits, class ids, rows repeated or not) or `accuracy`
-    (`of="accuracy"`) checks them, in the same order and with the same errors.
+    """Integer targets at a mask's rows, checked once against the scores as `cross_entropy`
+    (`for_cross_entropy`: (N, C) logits, class ids, rows repeated or not) or `accuracy`
+    (`for_accuracy`) checks them, in the same order and with the same errors.
 
     Why: a task scores the same rows against the same labels every epoch, and the checks
     (range, dtype, uniqueness of the rows) cost ~20 µs of a small graph's epoch. It keeps one
@@ -69,25 +69,30 @@ class Targets:
 
     __slots__ = ("rows", "target", "unique")
 
-    def __init__(self, target: Any, mask: Any, scores: Any, of: str = "cross_entropy"):
-        if of == "cross_entropy":
-            _check_logits(scores, of)
-            num_rows, num_classes = scores.shape
-            self.rows = rows = _rows(mask, num_rows, of)
-            self.target = _targets(target, rows, num_rows, num_classes, of)
-            self.unique = (rows is None or _is_bool(mask) or _increasing(rows)
-                           or np.unique(rows).size == rows.size)
-            return
+    def __init__(self, rows: np.ndarray | None, target: np.ndarray, unique: bool = True):
+        self.rows, self.target, self.unique = rows, target, unique
+
+    @classmethod
+    def for_cross_entropy(cls, target: Any, mask: Any, logits: Any) -> Targets:
+        _check_logits(logits, "cross_entropy")
+        num_rows, num_classes = logits.shape
+        rows = _rows(mask, num_rows, "cross_entropy")
+        unique = (rows is None or _is_bool(mask) or _increasing(rows)
+                  or np.unique(rows).size == rows.size)
+        return cls(rows, _targets(target, rows, num_rows, num_classes, "cross_entropy"), unique)
+
+    @classmethod
+    def for_accuracy(cls, target: Any, mask: Any, scores: np.ndarray) -> Targets:
         if scores.ndim not in (1, 2):
             raise ShapeError(f"accuracy: expects (N, C) scores or (N,) labels, got {scores.shape}")
         t = np.asarray(target.data if isinstance(target, Tensor) else target)
         if t.shape != scores.shape[:1]:
             raise ShapeError(f"accuracy: target of shape {t.shape} for {scores.shape[0]} rows")
-        self.rows = _rows(mask, scores.shape[0], "accuracy")
-        self.target = t if self.rows is None else t[self.rows]
-        if self.target.size == 0:
+        rows = _rows(mask, scores.shape[0], "accuracy")
+        t = t if rows is None else t[rows]
+        if t.size == 0:
             raise ShapeError("accuracy: no rows")
-        self.unique = None  # accuracy does not ask
+        return cls(rows, t)
 
 
 def _check_logits(logits: Tensor, name: str) -> None:
@@ -159,7 +164,7 @@ def cross_entropy(logits: Tensor, target: Any, mask: Any = None) -> Tensor:
 
     Equals `nll_loss(logits.log_softmax(-1), target, mask)`, computed as one fused op.
     """
-    return cross_entropy_at(logits, Targets(target, mask, logits))
+    return cross_entropy_at(logits, Targets.for_cross_entropy(target, mask, logits))
 
 
 def cross_entropy_at(logits: Tensor, targets: Targets) -> Tensor:
@@ -244,7 +249,7 @@ def accuracy(logits_or_pred: Any, target: Any, mask: Any = None) -> float:
     """
     scores = np.asarray(logits_or_pred.data if isinstance(logits_or_pred, Tensor)
                         else logits_or_pred)
-    return accuracy_at(scores, Targets(target, mask, scores, of="accuracy"))
+    return accuracy_at(scores, Targets.for_accuracy(target, mask, scores))
 
 
 def accuracy_at(scores: np.ndarray, targets: Targets) -> float:

@@ -74,3 +74,21 @@ def test_the_readme_table_is_the_one_the_command_writes():
         assert re.findall(r"`python benchmarks/([^`]+)`", text_row) == list(
             dict.fromkeys(c for _, c in row.runs))
     assert "Written by `python benchmarks/speed_table.py`" in block
+
+
+def test_a_bad_write_target_or_interpreter_is_refused_before_measuring(tmp_path, monkeypatch):
+    """Measuring takes minutes: a --write file without markers, or missing, and an interpreter
+    that does not exist are refused at once, in one line, before any script runs."""
+    monkeypatch.setattr(speed_table, "measure", lambda *a: pytest.fail("measured anyway"))
+    page = tmp_path / "README.md"
+    page.write_text("no markers\n")
+    for argv, message in ((["--write", str(page)], "needs one"),
+                          (["--write", str(tmp_path / "absent.md")], "cannot read"),
+                          (["--dgl-python", str(tmp_path / "python")], None)):
+        monkeypatch.setattr(sys, "argv", ["speed_table.py", "--rows", "cora", *argv])
+        with pytest.raises(SystemExit) as stop:
+            speed_table.main()
+        if message is None:
+            assert stop.value.code == 2  # argparse's usage error
+        else:
+            assert message in str(stop.value.code) and "\n" not in str(stop.value.code)

@@ -164,7 +164,7 @@ def test_targets_checked_once_give_the_checked_functions_bits(problem, mask):
     for dtype in (np.float32, np.float64):
         losses, grads = [], []
         for fn in (lambda x: F.cross_entropy(x, t, mask),
-                   lambda x: F.cross_entropy_at(x, F.Targets(t, mask, x))):
+                   lambda x: F.cross_entropy_at(x, F.Targets.for_cross_entropy(t, mask, x))):
             x = Tensor(z.astype(dtype), requires_grad=True)
             loss = fn(x)
             loss.backward()
@@ -173,17 +173,17 @@ def test_targets_checked_once_give_the_checked_functions_bits(problem, mask):
         assert losses[0] == losses[1] and grads[0] == grads[1]
     pred = z.argmax(axis=1)
     for scores in (z, pred):
-        assert F.accuracy_at(scores, F.Targets(t, mask, scores, of="accuracy")) == \
+        assert F.accuracy_at(scores, F.Targets.for_accuracy(t, mask, scores)) == \
             F.accuracy(scores, t, mask)
 
 
 def test_targets_check_as_the_public_functions_do():
     with pytest.raises(ShapeError, match=r"cross_entropy: target ids must be in \[0, 2\)"):
-        F.Targets(np.array([0, 1, 9]), None, Tensor(np.zeros((3, 2))))
+        F.Targets.for_cross_entropy(np.array([0, 1, 9]), None, Tensor(np.zeros((3, 2))))
     with pytest.raises(ShapeError, match=r"accuracy: target of shape \(2,\) for 3 rows"):
-        F.Targets(np.array([0, 1]), None, np.zeros(3), of="accuracy")
+        F.Targets.for_accuracy(np.array([0, 1]), None, np.zeros(3))
     with pytest.raises(ShapeError, match="accuracy: the mask selects no rows"):
-        F.Targets(np.array([0, 1, 1]), np.zeros(3, dtype=bool), np.zeros(3), of="accuracy")
+        F.Targets.for_accuracy(np.array([0, 1, 1]), np.zeros(3, dtype=bool), np.zeros(3))
 
 
 @pytest.mark.parametrize("masked", [False, True])

@@ -181,8 +181,8 @@ class NodeTask(Task):
         if checked is None:
             y, (train, val, test) = (self.y, self.splits) if whole else self._scored
             pred = logits.data[:, 0] if logits.ndim == 2 else logits.data  # accuracy's shape
-            checked = (F.Targets(y, val, logits),
-                       *(F.Targets(y, rows, pred, of="accuracy") for rows in (train, val, test)))
+            checked = (F.Targets.for_cross_entropy(y, val, logits),
+                       *(F.Targets.for_accuracy(y, rows, pred) for rows in (train, val, test)))
             self._checked[key] = checked
         return checked
 
