@@ -189,11 +189,31 @@ def sage_sides(rev: str, nodes: int):
                     lambda: MgsparseSide(graph, 0, "sage").step)
 
 
+def scatter_sides(rev: str, nodes: int):
+    """The forward of a fixed Â by `--rev`'s kernel (A's own CSR, row blocks) against this
+    tree's (one call: the transpose's CSR read as CSC); `nodes` 0 is the arxiv-shaped graph."""
+    from compare_pyg import MgsparseSide
+    from floor_gcn import arxiv_shaped_graph, synthetic_graph
+
+    from mgsparse.sparse.structure import Structure
+
+    def by_rows(self, values, dense, constant=False):
+        return self.csr().matmul(values, dense, constant)
+
+    def make_run():
+        side = MgsparseSide(graph, 0, False)  # every layer on every node
+        return lambda: gcn_epoch(side)
+
+    graph = synthetic_graph(nodes) if nodes else arxiv_shaped_graph()
+    return one_swap(Structure, "matmul", by_rows, make_run)
+
+
 SIDES = {"gat": gat_sides, "attention": attention_sides, "sampled": sampled_sides,
-         "elementwise": elementwise_sides, "gcn": gcn_sides, "sage": sage_sides}
+         "elementwise": elementwise_sides, "gcn": gcn_sides, "sage": sage_sides,
+         "scatter": scatter_sides}
 REVS = {"gat": "5fe5376", "attention": "b704e4c", "sampled": "5fe5376",
         "elementwise": "c1ffb82", "gcn": "2f38205",
-        "sage": "1f11607"}  # the last revision before each change
+        "sage": "1f11607", "scatter": "24f3d39"}  # the last revision before each change
 
 
 def main() -> None:

@@ -37,6 +37,12 @@ training loop runs them) with the floor's, the order swapped every round, round 
 
     MGSPARSE_PLANETOID_URL=<planetoid folder> python benchmarks/floor_field.py \\
         [--epochs 200] [--threads 1]
+
+`--thread-gain` times mgsparse's epoch against itself instead: one run at 1 thread, one at 2
+(each built the same way, from the same seed), alternating the same way, the pool switched
+outside the timed region. It prints the 2-thread epoch over the 1-thread one (at most 1.0:
+"never slower on small work", issue 27) and whether the two runs' scores are bitwise equal
+(the thread count must not change a result).
 """
 
 from __future__ import annotations
@@ -226,12 +232,24 @@ class MgsparseEpoch:
         return self.scores()
 
 
+class ThreadedEpoch(MgsparseEpoch):
+    """`MgsparseEpoch` that sets the thread pool to its own count before each call."""
+
+    def __init__(self, config: Config, threads: int, seed: int = 0):
+        super().__init__(config, seed)
+        self.threads, self.name = threads, f"mgsparse, {threads} thr"
+
+    def switch(self) -> None:
+        set_num_threads(self.threads)
+
+
 def alternate(sides: list, epochs: int) -> dict[str, dict[str, list]]:
     """Rounds 0..epochs, each side's training step then scores, the order swapped every
     round; per side the ms of the step and of the scores, round 0 left out."""
     record = {s.name: {"step": [], "scores": [], "last": ()} for s in sides}
     for r in range(epochs + 1):
         for side in sides if r % 2 == 0 else sides[::-1]:
+            getattr(side, "switch", lambda: None)()  # a ThreadedEpoch's pool, untimed
             t0 = time.perf_counter()
             side.train_step()
             t1 = time.perf_counter()
@@ -249,8 +267,12 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=200)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--thread-gain", action="store_true",
+                        help="mgsparse at 1 thread against mgsparse at 2 (see the module)")
     args = parser.parse_args()
     keep_freed_memory()  # as mgsparse train does; malloc is the process's, so both sides'
+    if args.thread_gain:
+        return thread_gain(args.epochs, args.seed)
     config = cora_config(f"sparse.threads={args.threads}")
     mgsparse = MgsparseEpoch(config, args.seed)
     set_num_threads(args.threads)
@@ -274,6 +296,24 @@ def main() -> None:
     print(f"  mgsparse / floor: {medians['mgsparse'] / medians['numpy floor']:.3f}x "
           f"(median epoch; target <= 1.1)")
     record_ratio("field floor", args.threads, medians["mgsparse"], medians["numpy floor"])
+
+
+def thread_gain(epochs: int, seed: int) -> None:
+    """Cora's epoch at 2 threads over its epoch at 1 (`--thread-gain`)."""
+    sides = [ThreadedEpoch(cora_config(f"sparse.threads={n}"), n, seed) for n in (1, 2)]
+    record = alternate(sides, epochs)
+    print(f"Cora GCN (configs/cora.yaml), mgsparse at 1 and at 2 threads, {epochs} epochs "
+          "alternating, round 0 untimed")
+    medians = {}
+    for name, r in record.items():
+        epoch = [a + b for a, b in zip(r["step"], r["scores"])]
+        medians[name] = statistics.median(epoch)
+        print(f"  {name:16}{medians[name]:>9.3f} ms  step {statistics.median(r['step']):.3f}"
+              f"  scores {statistics.median(r['scores']):.3f}")
+    one, two = (medians[s.name] for s in sides)
+    same = record[sides[0].name]["last"] == record[sides[1].name]["last"]
+    print(f"  2 threads / 1 thread: {two / one:.3f} (median epoch; never slower: <= 1.0); "
+          f"scores bitwise equal: {same}")
 
 
 if __name__ == "__main__":

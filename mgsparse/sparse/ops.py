@@ -127,7 +127,7 @@ class SpMM(SparseFunction):
         ctx.save_for_backward(v, X)
         ctx.s = s
         # values that need no gradient are a fixed Â: its CSR-ordered copy may be cached
-        return s.csr().matmul(v, X, constant=not ctx.needs_input_grad[0])
+        return s.matmul(v, X, constant=not ctx.needs_input_grad[0])
 
     @staticmethod
     def vjp(ctx, g):

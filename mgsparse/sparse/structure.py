@@ -16,7 +16,8 @@ Products run on scipy's own CSR kernel (`csr_matvecs`, which releases the GIL), 
 row blocks of the pattern on the engine's thread pool: each output row is one kernel pass
 over that row's entries in stored order, whichever block and thread it falls in, so the
 result is bitwise the same for any thread count. Aᵀ·X on one call's worth of work reads A's
-own CSR as CSC instead (`CSRView.t_matmul`), where that gives the same bits.
+own CSR as CSC instead (`CSRView.t_matmul`), where that gives the same bits; so does A·X for
+a fixed Â that equals its transpose (`Structure.matmul`), where the CSC kernel is faster.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ _INT32_MAX = np.iinfo(np.int32).max
 class CSRView:
     """Row pointers, column indices and the COO→CSR permutation of one pattern."""
 
-    __slots__ = ("_blocks", "_permuted", "entry_blocks", "indices", "indptr", "perm", "template")
+    __slots__ = ("_blocks", "_permuted", "_symmetric", "entry_blocks", "indices", "indptr", "perm",
+                 "template")
 
     def __init__(self, indptr: np.ndarray, indices: np.ndarray, perm: np.ndarray | None,
                  shape: tuple[int, int]):
@@ -47,6 +49,7 @@ class CSRView:
         self._blocks: list[tuple[int, int]] | None = None
         self.entry_blocks: list[tuple[int, int]] | None = None  # sparse.graph's row blocks
         self._permuted: tuple[weakref.ref, np.ndarray] | None = None
+        self._symmetric: tuple[weakref.ref, bool] | None = None
 
     def __repr__(self) -> str:
         order = "row-sorted" if self.perm is None else "permuted"
@@ -81,6 +84,27 @@ class CSRView:
             values.flags.writeable = False
             self._permuted = (weakref.ref(values), data)
         return data
+
+    def symmetric(self, values: np.ndarray) -> bool:
+        """Whether the matrix of `values` (COO order) equals its transpose entry for entry, for
+        a pattern whose rows list their columns in order without repeats. For a fixed Â: the
+        answer is kept while the array lives (one stable sort of the columns, once), and the
+        array is made read-only, as `data(constant=True)` does."""
+        hit = self._symmetric
+        if hit is not None and hit[0]() is values:
+            return hit[1]
+        n, cols = self.template.shape
+        counts = np.diff(self.indptr)
+        same = n == cols and np.array_equal(counts, np.bincount(self.indices, minlength=n))
+        if same:  # entries by (column, row): the transpose's CSR order
+            order = np.argsort(self.indices, kind="stable")
+            rows = np.repeat(np.arange(n, dtype=self.indices.dtype), counts)
+            data = self.data(values)
+            same = np.array_equal(rows[order], self.indices) and \
+                np.array_equal(data[order], data)
+        values.flags.writeable = False  # a later write fails loudly, never meets a stale answer
+        self._symmetric = (weakref.ref(values), bool(same))
+        return bool(same)
 
     def matmul(self, values: np.ndarray, X: np.ndarray, constant: bool = False) -> np.ndarray:
         """A·X for dense X (cols,) or (cols, F): scipy's CSR kernel on fixed row blocks."""
@@ -197,6 +221,28 @@ class Structure:
     def csr_t_matrix(self, values: np.ndarray) -> sp.csr_matrix:
         """Aᵀ as CSR for values in this structure's COO order."""
         return self.transposed().csr_matrix(values)
+
+    def matmul(self, values: np.ndarray, dense: np.ndarray, constant: bool = False
+               ) -> np.ndarray:
+        """A·dense, the forward of every sparse × dense product.
+
+        A fixed Â (`constant` values) that equals its transpose entry for entry (a GCN's
+        normalised adjacency of an undirected graph), where the product runs as one call, is
+        multiplied as Aᵀ·dense by its own CSR read as CSC (`CSRView.t_matmul`): for each row
+        j, y[i] += A[j,i]·x[j] over row j's columns i. Output row i then receives A[i,j]·x[j]
+        in increasing j, one `y += a·x` at a time, exactly as the CSR kernel adds row i's
+        entries (a canonical row lists its columns in that order): bitwise the same result.
+        It is faster because consecutive entries write different output rows, where the CSR
+        kernel's writes to its one row wait on each other: a whole-graph GCN epoch at 1
+        thread took 0.83-0.93 of its time (`python benchmarks/ab_speed.py scatter`).
+        """
+        view = self.csr()
+        if constant and self.canonical and parallel.runs_as_one_call(self.shape[0]) \
+                and view.symmetric(values):
+            out = view.t_matmul(values, dense)
+            if out is not None:
+                return out
+        return view.matmul(values, dense, constant)
 
     def t_matmul(self, values: np.ndarray, dense: np.ndarray, constant: bool = False
                  ) -> np.ndarray:

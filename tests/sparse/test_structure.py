@@ -1,5 +1,5 @@
 """Structure: cached CSR views, Aᵀ·X on the transpose's view or A's CSR read as CSC, the
-permuted-values cache."""
+permuted-values cache, and A·X of a fixed symmetric Â by its CSR read as CSC."""
 
 from __future__ import annotations
 
@@ -98,3 +98,65 @@ def test_t_matmul_as_csc_at_one_thread_is_bitwise_the_blocked_product_at_two(rng
         assert A._structure.csr().t_matmul(A.values.data, g) is not None
         one = A._structure.t_matmul(A.values.data, g)
     assert one.tobytes() == two.tobytes()
+
+
+def _random_pattern(n: int, density: float, seed: int, dtype=np.float64) -> sp.csr_matrix:
+    """About density·n² random entries (sp.random would draw from all n² positions)."""
+    r = np.random.default_rng(seed)
+    k = int(density * n * n)
+    m = sp.csr_matrix((r.random(k).astype(dtype), (r.integers(0, n, k), r.integers(0, n, k))),
+                      shape=(n, n))
+    m.sum_duplicates()
+    return m
+
+
+def _gcn_adjacency(n: int, density: float, seed: int, dtype=np.float32) -> SparseTensor:
+    """D^-1/2 (A + I) D^-1/2 of a random undirected graph: symmetric entry for entry."""
+    a = _random_pattern(n, density, seed)
+    a = ((a + a.T + sp.eye(n)) > 0).astype(np.float64)
+    d = sp.diags(np.asarray(a.sum(axis=1)).ravel() ** -0.5)
+    m = sp.csr_matrix(d @ a @ d, dtype=dtype)
+    m.sort_indices()
+    return SparseTensor.from_scipy(m)
+
+
+def test_symmetric_is_entry_for_entry_and_kept_for_the_array(rng):
+    A = _gcn_adjacency(60, 0.05, seed=5)
+    view, v = A._structure.csr(), A.values.data
+    assert view.symmetric(v)
+    assert view._symmetric[0]() is v and not v.flags.writeable  # kept, and cannot go stale
+    skewed = v.copy()
+    k = np.flatnonzero(view.indices != np.repeat(np.arange(60), np.diff(view.indptr)))[0]
+    skewed[k] = np.nextafter(skewed[k], np.float32(1))  # one entry off by one unit, not its mirror
+    assert not view.symmetric(skewed)
+    one_sided = SparseTensor.from_dense(np.tril(A.to_dense()))  # the lower triangle
+    assert not one_sided._structure.csr().symmetric(one_sided.values.data.copy())
+    rect = SparseTensor.from_scipy(sp.random(5, 7, density=0.5, format="csr", random_state=1))
+    assert not rect._structure.csr().symmetric(rect.values.data.copy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_fixed_symmetric_product_reads_its_csr_as_csc_with_the_same_bits(rng, dtype):
+    """Â·X of a fixed symmetric Â at one call is Âᵀ·X by the CSC kernel, bitwise the CSR
+    kernel's row blocks (at one thread and at two); a non-symmetric or trainable A keeps the
+    CSR kernel."""
+    n = 2 * parallel.MIN_BLOCK_ROWS + 7  # two blocks of rows: the pool cuts it at 2 threads
+    A = _gcn_adjacency(n, 3 / n, seed=6, dtype=dtype)
+    s, v = A._structure, A.values.data
+    X = rng.standard_normal((n, 16)).astype(dtype)
+    rows_kernel = s.csr().matmul(v, X)
+    with parallel.num_threads(1):
+        one = s.matmul(v, X, constant=True)
+        assert s.csr()._symmetric is not None  # the symmetric path was asked, and kept
+    with parallel.num_threads(2):
+        two = s.matmul(v, X, constant=True)
+    assert one.tobytes() == rows_kernel.tobytes() == two.tobytes()
+    np.testing.assert_allclose(one, A.to_scipy() @ X, rtol=1e-5, atol=1e-6)
+
+    B = SparseTensor.from_scipy(_random_pattern(n, 3 / n, seed=7, dtype=dtype))
+    with parallel.num_threads(1):
+        got = B._structure.matmul(B.values.data, X, constant=True)
+        assert B._structure.csr()._symmetric[1] is False
+        trainable = A._structure.matmul(A.values.data.copy(), X, constant=False)
+    assert got.tobytes() == B._structure.csr().matmul(B.values.data, X).tobytes()
+    assert trainable.tobytes() == rows_kernel.tobytes()
