@@ -16,8 +16,8 @@ Products run on scipy's own CSR kernel (`csr_matvecs`, which releases the GIL), 
 row blocks of the pattern on the engine's thread pool: each output row is one kernel pass
 over that row's entries in stored order, whichever block and thread it falls in, so the
 result is bitwise the same for any thread count. Aᵀ·X on one call's worth of work reads A's
-own CSR as CSC instead (`CSRView.t_matmul`), where that gives the same bits; so does A·X for
-a fixed Â that equals its transpose (`Structure.matmul`), where the CSC kernel is faster.
+own CSR as CSC instead (`CSRView.t_matmul`), where that gives the same bits; A·X of a fixed
+A on one call's worth of work reads Aᵀ's CSR as CSC (`Structure.matmul`): the same bits, faster.
 """
 
 from __future__ import annotations
@@ -85,13 +85,18 @@ class CSRView:
             self._permuted = (weakref.ref(values), data)
         return data
 
-    def symmetric(self, values: np.ndarray) -> bool:
+    def symmetric(self, values: np.ndarray) -> bool | None:
         """Whether the matrix of `values` (COO order) equals its transpose entry for entry, for
-        a pattern whose rows list their columns in order without repeats. For a fixed Â: the
-        answer is kept while the array lives (one stable sort of the columns, once), and the
-        array is made read-only, as `data(constant=True)` does."""
+        a pattern whose rows list their columns in order without repeats; None the first time
+        an array is asked about. A fixed Â is multiplied every step: from its second product
+        on, the answer (one stable sort of the columns) is kept while the array lives, and
+        the array is made read-only, as `data(constant=True)` does. Arrays made afresh for
+        each product (attention in an evaluation pass) are never sorted."""
         hit = self._symmetric
-        if hit is not None and hit[0]() is values:
+        if hit is None or hit[0]() is not values:
+            self._symmetric = (weakref.ref(values), None)
+            return None
+        if hit[1] is not None:
             return hit[1]
         n, cols = self.template.shape
         counts = np.diff(self.indptr)
@@ -103,7 +108,7 @@ class CSRView:
             same = np.array_equal(rows[order], self.indices) and \
                 np.array_equal(data[order], data)
         values.flags.writeable = False  # a later write fails loudly, never meets a stale answer
-        self._symmetric = (weakref.ref(values), bool(same))
+        self._symmetric = (hit[0], bool(same))
         return bool(same)
 
     def matmul(self, values: np.ndarray, X: np.ndarray, constant: bool = False) -> np.ndarray:
@@ -148,18 +153,26 @@ class CSRView:
           of output rows that keep a result the same for any thread count.
         Mixed dtypes and empty or >2-d operands keep the transposed view's scipy paths.
         """
+        if self.perm is not None:
+            return None
+        return self.scatter_matmul(values, X)
+
+    def scatter_matmul(self, data: np.ndarray, X: np.ndarray) -> np.ndarray | None:
+        """Aᵀ·X by the CSC kernel on this view's arrays, `data` in this view's CSR order (see
+        `t_matmul`), or None: more than one call's worth of work (`runs_as_one_call`), mixed
+        dtypes, empty or >2-d operands."""
         rows, cols = self.template.shape
-        if self.perm is not None or not parallel.runs_as_one_call(cols):
+        if not parallel.runs_as_one_call(cols):
             return None
         X = np.ascontiguousarray(X)
-        if values.dtype != X.dtype or X.ndim not in (1, 2) or cols == 0 or X.size == 0:
+        if data.dtype != X.dtype or X.ndim not in (1, 2) or cols == 0 or X.size == 0:
             return None
         out = np.zeros((cols, *X.shape[1:]), dtype=X.dtype)
         ptr, idx = self.indptr, self.indices
         if X.ndim == 1:
-            _sparsetools.csc_matvec(cols, rows, ptr, idx, values, X, out)
+            _sparsetools.csc_matvec(cols, rows, ptr, idx, data, X, out)
         else:
-            _sparsetools.csc_matvecs(cols, rows, X.shape[1], ptr, idx, values, X.reshape(-1),
+            _sparsetools.csc_matvecs(cols, rows, X.shape[1], ptr, idx, data, X.reshape(-1),
                                      out.reshape(-1))
         return out
 
@@ -226,22 +239,26 @@ class Structure:
                ) -> np.ndarray:
         """A·dense, the forward of every sparse × dense product.
 
-        A fixed Â (`constant` values) that equals its transpose entry for entry (a GCN's
-        normalised adjacency of an undirected graph), where the product runs as one call, is
-        multiplied as Aᵀ·dense by its own CSR read as CSC (`CSRView.t_matmul`): for each row
-        j, y[i] += A[j,i]·x[j] over row j's columns i. Output row i then receives A[i,j]·x[j]
-        in increasing j, one `y += a·x` at a time, exactly as the CSR kernel adds row i's
-        entries (a canonical row lists its columns in that order): bitwise the same result.
-        It is faster because consecutive entries write different output rows, where the CSR
-        kernel's writes to its one row wait on each other: a whole-graph GCN epoch at 1
-        thread took 0.83-0.93 of its time (`python benchmarks/ab_speed.py scatter`).
+        A fixed A (`constant` values: a GCN's Â, SAGE's D⁻¹A) of a canonical pattern, where
+        the product runs as one call, is multiplied by the CSR of Aᵀ read as CSC (`CSRView.
+        scatter_matmul`): for each row j of Aᵀ, y[i] += A[i,j]·x[j] over its columns i. Output
+        row i then receives A[i,j]·x[j] in increasing j, one `y += a·x` at a time, exactly as
+        the CSR kernel adds row i's entries (a canonical row lists its columns in that order):
+        bitwise the same result. It is faster because consecutive entries write different
+        output rows, where the CSR kernel's writes to its one row wait on each other. Aᵀ's CSR
+        is A's own when A equals its transpose entry for entry (`CSRView.symmetric`: no copy);
+        otherwise the transpose's view, with its copy of the values (16 bytes an entry, what
+        the backward's blocked path at 2 threads holds too). An array's first product takes
+        the CSR kernel: only a fixed A is multiplied again.
         """
         view = self.csr()
-        if constant and self.canonical and parallel.runs_as_one_call(self.shape[0]) \
-                and view.symmetric(values):
-            out = view.t_matmul(values, dense)
-            if out is not None:
-                return out
+        if constant and self.canonical and parallel.runs_as_one_call(self.shape[0]):
+            symmetric = view.symmetric(values)  # None: first seen, maybe never again
+            if symmetric is not None:
+                mirror = view if symmetric else self.transposed().csr()
+                out = mirror.scatter_matmul(mirror.data(values, constant=True), dense)
+                if out is not None:
+                    return out
         return view.matmul(values, dense, constant)
 
     def t_matmul(self, values: np.ndarray, dense: np.ndarray, constant: bool = False

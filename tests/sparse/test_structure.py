@@ -123,40 +123,45 @@ def _gcn_adjacency(n: int, density: float, seed: int, dtype=np.float32) -> Spars
 def test_symmetric_is_entry_for_entry_and_kept_for_the_array(rng):
     A = _gcn_adjacency(60, 0.05, seed=5)
     view, v = A._structure.csr(), A.values.data
-    assert view.symmetric(v)
+    assert view.symmetric(v) is None and v.flags.writeable  # first seen: not sorted
+    assert view.symmetric(v) is True
     assert view._symmetric[0]() is v and not v.flags.writeable  # kept, and cannot go stale
     skewed = v.copy()
     k = np.flatnonzero(view.indices != np.repeat(np.arange(60), np.diff(view.indptr)))[0]
     skewed[k] = np.nextafter(skewed[k], np.float32(1))  # one entry off by one unit, not its mirror
-    assert not view.symmetric(skewed)
+    assert view.symmetric(skewed) is None and view.symmetric(skewed) is False
     one_sided = SparseTensor.from_dense(np.tril(A.to_dense()))  # the lower triangle
-    assert not one_sided._structure.csr().symmetric(one_sided.values.data.copy())
     rect = SparseTensor.from_scipy(sp.random(5, 7, density=0.5, format="csr", random_state=1))
-    assert not rect._structure.csr().symmetric(rect.values.data.copy())
+    for other in (one_sided, rect):
+        other_view, w = other._structure.csr(), other.values.data
+        assert other_view.symmetric(w) is None and other_view.symmetric(w) is False
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_a_fixed_symmetric_product_reads_its_csr_as_csc_with_the_same_bits(rng, dtype):
-    """Â·X of a fixed symmetric Â at one call is Âᵀ·X by the CSC kernel, bitwise the CSR
-    kernel's row blocks (at one thread and at two); a non-symmetric or trainable A keeps the
-    CSR kernel."""
+def test_a_fixed_product_reads_the_transpose_csr_as_csc_with_the_same_bits(rng, dtype):
+    """Â·X of a fixed symmetric Â at one call is Âᵀ·X by the CSC kernel on Â's own CSR,
+    bitwise the CSR kernel's row blocks (at one thread and at two); a fixed non-symmetric A
+    reads its transpose's CSR as CSC, with the same bits; a trainable A keeps the CSR kernel."""
     n = 2 * parallel.MIN_BLOCK_ROWS + 7  # two blocks of rows: the pool cuts it at 2 threads
     A = _gcn_adjacency(n, 3 / n, seed=6, dtype=dtype)
     s, v = A._structure, A.values.data
     X = rng.standard_normal((n, 16)).astype(dtype)
     rows_kernel = s.csr().matmul(v, X)
     with parallel.num_threads(1):
+        first = s.matmul(v, X, constant=True)  # the CSR kernel: an array seen once
         one = s.matmul(v, X, constant=True)
-        assert s.csr()._symmetric is not None  # the symmetric path was asked, and kept
+        assert s.csr()._symmetric[1] is True and s._T is None  # A's own CSR, no transpose
     with parallel.num_threads(2):
         two = s.matmul(v, X, constant=True)
-    assert one.tobytes() == rows_kernel.tobytes() == two.tobytes()
+    assert one.tobytes() == rows_kernel.tobytes() == two.tobytes() == first.tobytes()
     np.testing.assert_allclose(one, A.to_scipy() @ X, rtol=1e-5, atol=1e-6)
 
     B = SparseTensor.from_scipy(_random_pattern(n, 3 / n, seed=7, dtype=dtype))
     with parallel.num_threads(1):
-        got = B._structure.matmul(B.values.data, X, constant=True)
-        assert B._structure.csr()._symmetric[1] is False
+        for _ in range(2):
+            got = B._structure.matmul(B.values.data, X, constant=True)
+        assert B._structure.csr()._symmetric[1] is False  # the transpose's CSR, read as CSC
+        assert B._structure.transposed().csr()._permuted[0]() is B.values.data
         trainable = A._structure.matmul(A.values.data.copy(), X, constant=False)
     assert got.tobytes() == B._structure.csr().matmul(B.values.data, X).tobytes()
     assert trainable.tobytes() == rows_kernel.tobytes()
