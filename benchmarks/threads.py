@@ -9,8 +9,13 @@
    pool) in GB/s at each thread count. Where one core already fills the memory bus, a second
    thread cannot speed up elementwise work (dropout, ReLU, bias adds), only the kernels that
    wait on scattered reads (the SpMM's gathers) or compute (BLAS).
+4. Kernels: Â·X at one thread by scipy's CSR kernel (row blocks, each entry added into the
+   same output row as the one before) and by Âᵀ's CSR read as CSC (`Structure.matmul` on a
+   fixed Â: consecutive entries write different rows), alternating, and whether they agree
+   bitwise.
 
     python benchmarks/threads.py [--nodes 1000000] [--features 16] [--repeat 5]
+                                 [--graph synthetic | arxiv-shaped]
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import threading
 import time
 
 import numpy as np
-from floor_gcn import gcn_adjacency, synthetic_graph
+from floor_gcn import gcn_adjacency, load_graph
 
 from mgsparse import SparseTensor
 from mgsparse.engine import parallel
@@ -60,14 +65,35 @@ def streaming(thread_counts: list[int], repeat: int) -> None:
         print(f"streaming y = 2x, {n} thread(s): {2 * x.nbytes / statistics.median(ms[1:]) / 1e9:.1f} GB/s")
 
 
+def kernels(s, v: np.ndarray, X: np.ndarray, repeat: int) -> None:
+    """Â·X at one thread: the CSR kernel's row blocks against the CSC path of a fixed Â."""
+    set_num_threads(1)
+    s.matmul(v, X, constant=True)  # an array's first product takes the CSR kernel; not timed
+    sides = {"CSR kernel, row blocks": lambda: s.csr().matmul(v, X),
+             "CSC kernel, Structure.matmul": lambda: s.matmul(v, X, constant=True)}
+    times, results = {name: [] for name in sides}, {}
+    for _ in range(repeat):
+        for name, fn in sides.items():
+            t0 = time.perf_counter()
+            results[name] = fn()
+            times[name].append((time.perf_counter() - t0) * 1e3)
+    same = results["CSR kernel, row blocks"].tobytes() == \
+        results["CSC kernel, Structure.matmul"].tobytes()
+    for name, ms in times.items():
+        print(f"Â·X, 1 thread, {name:29}: median {statistics.median(ms):7.2f} ms")
+    print(f"  bitwise equal: {same}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1_000_000)
     parser.add_argument("--features", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--graph", choices=["synthetic", "arxiv-shaped"], default="synthetic")
     args = parser.parse_args()
-    graph = synthetic_graph(args.nodes)
+    graph = load_graph(args.graph, args.nodes)
+    args.nodes = graph.num_nodes
     A = SparseTensor.from_scipy(gcn_adjacency(graph.edge_index, args.nodes))
     s, v = A._structure, A.values.data
     X = np.random.default_rng(0).standard_normal((args.nodes, args.features), dtype=np.float32)
@@ -96,6 +122,7 @@ def main() -> None:
         print(f"{op:5} {n} thread(s): median {statistics.median(ms):7.1f} ms, "
               f"speed-up {statistics.median(times[first, op]) / statistics.median(ms):.2f}x, "
               f"bitwise equal to {first} thread(s): {same}")
+    kernels(s, v, X, 4 * args.repeat)
 
 
 if __name__ == "__main__":
