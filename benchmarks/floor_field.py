@@ -302,7 +302,7 @@ def thread_gain(epochs: int, seed: int) -> None:
     """Cora's epoch at 2 threads over its epoch at 1 (`--thread-gain`)."""
     sides = [ThreadedEpoch(cora_config(f"sparse.threads={n}"), n, seed) for n in (1, 2)]
     record = alternate(sides, epochs)
-    print(f"Cora GCN (configs/cora.yaml), mgsparse at 1 and at 2 threads, {epochs} epochs "
+    print(f"Cora GCN (configs/cora.yaml), mgsparse's epoch at 1 and at 2 threads, {epochs} epochs "
           "alternating, round 0 untimed")
     medians = {}
     for name, r in record.items():

@@ -37,7 +37,10 @@ class _Buffer:
     def release(self) -> None:
         """Make every flipped array writeable again, shallowest first (bases before views)."""
         for arr in sorted(self.flipped, key=_depth):
-            arr.flags.writeable = True
+            try:
+                arr.flags.writeable = True
+            except ValueError:  # a view of a frozen array (`freeze`) stays read-only
+                pass
 
     def relock(self) -> None:
         for arr in self.flipped:
@@ -93,6 +96,16 @@ def unlock(arr: np.ndarray) -> None:
     if buf.holders == 0:
         del _BUFFERS[key]
         buf.release()
+
+
+def freeze(arr: np.ndarray) -> None:
+    """Make `arr` read-only for good: a cache keyed by the array (a fixed Â's permuted copy)
+    must never meet new values. A lock held on it now no longer counts it among the arrays
+    to make writeable again when the last holder lets go."""
+    buf = _BUFFERS.get(id(_root(arr)))
+    if buf is not None:
+        buf.flipped = [a for a in buf.flipped if a is not arr]
+    arr.flags.writeable = False
 
 
 @contextlib.contextmanager

@@ -29,6 +29,7 @@ import scipy.sparse as sp
 from scipy.sparse import _sparsetools  # the kernels behind scipy's csr @ dense
 
 from mgsparse.engine import parallel
+from mgsparse.engine.inplace import freeze
 
 _INT32_MAX = np.iinfo(np.int32).max
 
@@ -81,7 +82,7 @@ class CSRView:
             return hit[1]
         data = values[self.perm]
         if constant:
-            values.flags.writeable = False
+            freeze(values)
             self._permuted = (weakref.ref(values), data)
         return data
 
@@ -107,7 +108,7 @@ class CSRView:
             data = self.data(values)
             same = np.array_equal(rows[order], self.indices) and \
                 np.array_equal(data[order], data)
-        values.flags.writeable = False  # a later write fails loudly, never meets a stale answer
+        freeze(values)  # a later write fails loudly, never meets a stale answer
         self._symmetric = (hit[0], bool(same))
         return bool(same)
 
