@@ -165,3 +165,24 @@ def test_a_fixed_product_reads_the_transpose_csr_as_csc_with_the_same_bits(rng, 
         trainable = A._structure.matmul(A.values.data.copy(), X, constant=False)
     assert got.tobytes() == B._structure.csr().matmul(B.values.data, X).tobytes()
     assert trainable.tobytes() == rows_kernel.tobytes()
+
+
+@pytest.mark.parametrize("shape", [(40, 70), (70, 40)])
+def test_a_fixed_rectangular_block_reads_its_transpose_with_the_same_bits(rng, shape):
+    """A receptive field's block (T targets × S sources) is fixed and rectangular: its second
+    product reads the transpose's CSR as CSC, for a 2-d, a Fortran-ordered and a 1-d operand,
+    bitwise the CSR kernel's; an operand of another dtype keeps scipy's mixed-dtype path."""
+    rows, cols = shape
+    m = sp.random(rows, cols, density=0.2, format="csr", dtype=np.float32, random_state=9)
+    m.sort_indices()
+    A = SparseTensor.from_scipy(m)
+    s, v = A._structure, A.values.data
+    X = rng.standard_normal((cols, 5)).astype(np.float32)
+    with parallel.num_threads(1):
+        s.matmul(v, X, constant=True)  # first sight
+        for dense in (X, np.asfortranarray(X), X[:, 2]):
+            got = s.matmul(v, dense, constant=True)
+            assert got.tobytes() == s.csr().matmul(v, dense).tobytes()
+        assert s.csr()._symmetric[1] is False and s._T is not None
+        mixed = s.matmul(v, X.astype(np.float64), constant=True)
+    np.testing.assert_allclose(mixed, m.toarray().astype(np.float64) @ X, rtol=1e-6)
