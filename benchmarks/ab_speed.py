@@ -23,11 +23,9 @@ The earlier side is this tree with a few functions swapped for their versions at
   cross-entropy forward and `sparse_rows` (2f38205 predates GCNConv's choice of the side to
   propagate, the fused linear and the early-stopping nonzero count);
 - `scatter`: a whole-graph GCN epoch (training step and scores) on the 100k SBM (`--nodes 0`:
-  the arxiv-shaped graph) with the forward of the fixed Â on A's own CSR in row blocks, as
-  `--rev` multiplied it, against this tree's CSR of Âᵀ read as CSC on one call (at 2 threads
-  both take the row blocks);
-- `scatter-sage`: the same swap in a whole-graph GraphSAGE step (its D⁻¹A is not symmetric:
-  the transpose's view).
+  the arxiv-shaped graph) with `--rev`'s SpMM forward (every A on its own CSR, row blocks)
+  against this tree's, which reads a fixed symmetric Â's own CSR as CSC on one call (at 2
+  threads both take the row blocks).
 
 `--rev` must predate the change; its default (`REVS`) is the last revision before it. Prints the median
 step/epoch of each side (after one untimed round), new/old, and whether every loss was
@@ -40,7 +38,6 @@ bitwise the same (the training loss, and for gcn the validation loss too).
     python benchmarks/ab_speed.py elementwise --rev c1ffb82 --threads 2 --rounds 6
     python benchmarks/ab_speed.py sage --threads 1 --rounds 10
     python benchmarks/ab_speed.py scatter --nodes 100000 --threads 1 --rounds 10
-    python benchmarks/ab_speed.py scatter-sage --threads 1 --rounds 10
 
 The process keeps freed memory for reuse as `mgsparse train` does (`keep_freed_memory`).
 """
@@ -197,45 +194,33 @@ def sage_sides(rev: str, nodes: int):
                     lambda: MgsparseSide(graph, 0, "sage").step)
 
 
-def _by_rows(structure, values, dense, constant=False):
-    """`Structure.matmul` before the scatter path: A's own CSR kernel, in row blocks."""
-    return structure.csr().matmul(values, dense, constant)
+def _old_spmm_forward(rev: str):
+    """`--rev`'s SpMM forward, which multiplied every A by its own CSR in row blocks."""
+    return old_module(rev, "mgsparse/sparse/ops.py", "old_sparse_ops").SpMM.forward
 
 
 def scatter_sides(rev: str, nodes: int):
-    """The forward of a fixed Â by `--rev`'s kernel (A's own CSR, row blocks) against this
-    tree's (one call: the transpose's CSR read as CSC); `nodes` 0 is the arxiv-shaped graph."""
+    """A whole-graph GCN epoch with `--rev`'s SpMM forward against this tree's (a fixed
+    symmetric Â on one call: its CSR read as CSC); `nodes` 0 is the arxiv-shaped graph."""
     from compare_pyg import MgsparseSide
     from floor_gcn import arxiv_shaped_graph, synthetic_graph
 
-    from mgsparse.sparse.structure import Structure
+    from mgsparse.sparse import ops
 
     def make_run():
         side = MgsparseSide(graph, 0, False)  # every layer on every node
         return lambda: gcn_epoch(side)
 
     graph = synthetic_graph(nodes) if nodes else arxiv_shaped_graph()
-    return one_swap(Structure, "matmul", _by_rows, make_run)
-
-
-def scatter_sage_sides(rev: str, nodes: int):
-    """The same swap in a whole-graph GraphSAGE step (compare_gat.py `--model sage`): its
-    mean D⁻¹A is not symmetric, so this tree reads the transpose's CSR as CSC."""
-    from compare_gat import MgsparseSide
-    from floor_gcn import synthetic_graph
-
-    from mgsparse.sparse.structure import Structure
-
-    graph = synthetic_graph(nodes)
-    return one_swap(Structure, "matmul", _by_rows, lambda: MgsparseSide(graph, 0, "sage").step)
+    return one_swap(ops.SpMM, "forward", _old_spmm_forward(rev), make_run)
 
 
 SIDES = {"gat": gat_sides, "attention": attention_sides, "sampled": sampled_sides,
          "elementwise": elementwise_sides, "gcn": gcn_sides, "sage": sage_sides,
-         "scatter": scatter_sides, "scatter-sage": scatter_sage_sides}
+         "scatter": scatter_sides}
 REVS = {"gat": "5fe5376", "attention": "b704e4c", "sampled": "5fe5376",
         "elementwise": "c1ffb82", "gcn": "2f38205",
-        "sage": "1f11607", "scatter": "24f3d39", "scatter-sage": "24f3d39"}  # the last revision before each change
+        "sage": "1f11607", "scatter": "24f3d39"}  # the last revision before each change
 
 
 def main() -> None:

@@ -16,8 +16,8 @@ Products run on scipy's own CSR kernel (`csr_matvecs`, which releases the GIL), 
 row blocks of the pattern on the engine's thread pool: each output row is one kernel pass
 over that row's entries in stored order, whichever block and thread it falls in, so the
 result is bitwise the same for any thread count. Aᵀ·X on one call's worth of work reads A's
-own CSR as CSC instead (`CSRView.t_matmul`), where that gives the same bits; A·X of a fixed
-A on one call's worth of work reads Aᵀ's CSR as CSC (`Structure.matmul`): the same bits, faster.
+own CSR as CSC instead (`CSRView.t_matmul`), where that gives the same bits; so does A·X of
+a fixed A that equals its transpose (`Structure.matmul`): the same bits, faster.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class CSRView:
         self._blocks: list[tuple[int, int]] | None = None
         self.entry_blocks: list[tuple[int, int]] | None = None  # sparse.graph's row blocks
         self._permuted: tuple[weakref.ref, np.ndarray] | None = None
-        self._symmetric: tuple[weakref.ref, bool] | None = None
+        self._symmetric: tuple[weakref.ref, bool | None] | None = None  # None: unsorted
 
     def __repr__(self) -> str:
         order = "row-sorted" if self.perm is None else "permuted"
@@ -154,26 +154,18 @@ class CSRView:
           of output rows that keep a result the same for any thread count.
         Mixed dtypes and empty or >2-d operands keep the transposed view's scipy paths.
         """
-        if self.perm is not None:
-            return None
-        return self.scatter_matmul(values, X)
-
-    def scatter_matmul(self, data: np.ndarray, X: np.ndarray) -> np.ndarray | None:
-        """Aᵀ·X by the CSC kernel on this view's arrays, `data` in this view's CSR order (see
-        `t_matmul`), or None: more than one call's worth of work (`runs_as_one_call`), mixed
-        dtypes, empty or >2-d operands."""
         rows, cols = self.template.shape
-        if not parallel.runs_as_one_call(cols):
+        if self.perm is not None or not parallel.runs_as_one_call(cols):
             return None
         X = np.ascontiguousarray(X)
-        if data.dtype != X.dtype or X.ndim not in (1, 2) or cols == 0 or X.size == 0:
+        if values.dtype != X.dtype or X.ndim not in (1, 2) or cols == 0 or X.size == 0:
             return None
         out = np.zeros((cols, *X.shape[1:]), dtype=X.dtype)
         ptr, idx = self.indptr, self.indices
         if X.ndim == 1:
-            _sparsetools.csc_matvec(cols, rows, ptr, idx, data, X, out)
+            _sparsetools.csc_matvec(cols, rows, ptr, idx, values, X, out)
         else:
-            _sparsetools.csc_matvecs(cols, rows, X.shape[1], ptr, idx, data, X.reshape(-1),
+            _sparsetools.csc_matvecs(cols, rows, X.shape[1], ptr, idx, values, X.reshape(-1),
                                      out.reshape(-1))
         return out
 
@@ -240,26 +232,24 @@ class Structure:
                ) -> np.ndarray:
         """A·dense, the forward of every sparse × dense product.
 
-        A fixed A (`constant` values: a GCN's Â, SAGE's D⁻¹A) of a canonical pattern, where
-        the product runs as one call, is multiplied by the CSR of Aᵀ read as CSC (`CSRView.
-        scatter_matmul`): for each row j of Aᵀ, y[i] += A[i,j]·x[j] over its columns i. Output
-        row i then receives A[i,j]·x[j] in increasing j, one `y += a·x` at a time, exactly as
-        the CSR kernel adds row i's entries (a canonical row lists its columns in that order):
-        bitwise the same result. It is faster because consecutive entries write different
-        output rows, where the CSR kernel's writes to its one row wait on each other. Aᵀ's CSR
-        is A's own when A equals its transpose entry for entry (`CSRView.symmetric`: no copy);
-        otherwise the transpose's view, with its copy of the values (16 bytes an entry, what
-        the backward's blocked path at 2 threads holds too). An array's first product takes
-        the CSR kernel: only a fixed A is multiplied again.
+        A fixed A (`constant` values) of a canonical pattern that equals its transpose entry
+        for entry (a GCN's Â of an undirected graph: `CSRView.symmetric`), where the product
+        runs as one call, is multiplied as Aᵀ·dense by its own CSR read as CSC (`CSRView.
+        t_matmul`): for each row j, y[i] += A[j,i]·x[j] over its columns i. Output row i then
+        receives A[i,j]·x[j] in increasing j, one `y += a·x` at a time, exactly as the CSR
+        kernel adds a canonical row: bitwise the same result. It is faster because
+        consecutive entries write different output rows, where the CSR kernel's writes to its
+        one row wait on each other (`python benchmarks/ab_speed.py scatter`). A fixed A that
+        is not symmetric keeps the CSR kernel: reading its transpose's view as CSC (16 bytes
+        an entry more) gave a GraphSAGE step 0.88–1.03 of its time, no reliable gain. An
+        array's first product takes the CSR kernel: only a fixed A is multiplied again.
         """
         view = self.csr()
-        if constant and self.canonical and parallel.runs_as_one_call(self.shape[0]):
-            symmetric = view.symmetric(values)  # None: first seen, maybe never again
-            if symmetric is not None:
-                mirror = view if symmetric else self.transposed().csr()
-                out = mirror.scatter_matmul(mirror.data(values, constant=True), dense)
-                if out is not None:
-                    return out
+        if constant and self.canonical and parallel.runs_as_one_call(self.shape[0]) \
+                and view.symmetric(values):  # None (first seen) or False: the CSR kernel
+            out = view.t_matmul(values, dense)
+            if out is not None:
+                return out
         return view.matmul(values, dense, constant)
 
     def t_matmul(self, values: np.ndarray, dense: np.ndarray, constant: bool = False

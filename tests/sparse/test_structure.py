@@ -138,10 +138,10 @@ def test_symmetric_is_entry_for_entry_and_kept_for_the_array(rng):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_a_fixed_product_reads_the_transpose_csr_as_csc_with_the_same_bits(rng, dtype):
+def test_a_fixed_symmetric_product_reads_its_csr_as_csc_with_the_same_bits(rng, dtype):
     """Â·X of a fixed symmetric Â at one call is Âᵀ·X by the CSC kernel on Â's own CSR,
     bitwise the CSR kernel's row blocks (at one thread and at two); a fixed non-symmetric A
-    reads its transpose's CSR as CSC, with the same bits; a trainable A keeps the CSR kernel."""
+    and a trainable A keep the CSR kernel."""
     n = 2 * parallel.MIN_BLOCK_ROWS + 7  # two blocks of rows: the pool cuts it at 2 threads
     A = _gcn_adjacency(n, 3 / n, seed=6, dtype=dtype)
     s, v = A._structure, A.values.data
@@ -160,18 +160,18 @@ def test_a_fixed_product_reads_the_transpose_csr_as_csc_with_the_same_bits(rng, 
     with parallel.num_threads(1):
         for _ in range(2):
             got = B._structure.matmul(B.values.data, X, constant=True)
-        assert B._structure.csr()._symmetric[1] is False  # the transpose's CSR, read as CSC
-        assert B._structure.transposed().csr()._permuted[0]() is B.values.data
+        assert B._structure.csr()._symmetric[1] is False  # not symmetric: the CSR kernel
+        assert B._structure._T is None  # no transpose built for it
         trainable = A._structure.matmul(A.values.data.copy(), X, constant=False)
     assert got.tobytes() == B._structure.csr().matmul(B.values.data, X).tobytes()
     assert trainable.tobytes() == rows_kernel.tobytes()
 
 
 @pytest.mark.parametrize("shape", [(40, 70), (70, 40)])
-def test_a_fixed_rectangular_block_reads_its_transpose_with_the_same_bits(rng, shape):
-    """A receptive field's block (T targets × S sources) is fixed and rectangular: its second
-    product reads the transpose's CSR as CSC, for a 2-d, a Fortran-ordered and a 1-d operand,
-    bitwise the CSR kernel's; an operand of another dtype keeps scipy's mixed-dtype path."""
+def test_a_fixed_rectangular_block_keeps_the_csr_kernel(rng, shape):
+    """A receptive field's block (T targets × S sources) is fixed but not symmetric: every
+    product, for a 2-d, a Fortran-ordered and a 1-d operand, is the CSR kernel's, no transpose
+    built; an operand of another dtype keeps scipy's mixed-dtype path."""
     rows, cols = shape
     m = sp.random(rows, cols, density=0.2, format="csr", dtype=np.float32, random_state=9)
     m.sort_indices()
@@ -183,6 +183,6 @@ def test_a_fixed_rectangular_block_reads_its_transpose_with_the_same_bits(rng, s
         for dense in (X, np.asfortranarray(X), X[:, 2]):
             got = s.matmul(v, dense, constant=True)
             assert got.tobytes() == s.csr().matmul(v, dense).tobytes()
-        assert s.csr()._symmetric[1] is False and s._T is not None
+        assert s.csr()._symmetric[1] is False and s._T is None
         mixed = s.matmul(v, X.astype(np.float64), constant=True)
     np.testing.assert_allclose(mixed, m.toarray().astype(np.float64) @ X, rtol=1e-6)
