@@ -7,6 +7,8 @@ Derived ops (sub, div, sqrt, mean, softmax, log_softmax, dropout) are written in
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from mgsparse.engine import parallel
@@ -43,6 +45,13 @@ def _broadcasting(ufunc: np.ufunc, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         ) from None
 
 
+def _row_broadcast(a: Any, b: Any) -> bool:
+    """b (C,) added to every row of a 2-d a (N, C) of its dtype: a bias, row i of the sum
+    reading row i of a only, so row blocks give the one call's numbers."""
+    return (type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 2 and b.ndim == 1
+            and b.shape[0] == a.shape[1] and a.dtype == b.dtype)
+
+
 # ---------------------------------------------------------------- binary elementwise
 
 
@@ -50,6 +59,8 @@ class Add(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.shapes = a.shape, b.shape
+        if _row_broadcast(a, b) and parallel.get_num_threads() > 1:  # a bias: row blocks
+            return parallel.by_rows(lambda o, a_: np.add(a_, b, out=o), np.empty_like(a), a)
         return _broadcasting(np.add, a, b)
 
     @staticmethod

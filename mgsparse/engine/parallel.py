@@ -20,6 +20,7 @@ import contextlib
 import ctypes
 import itertools
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -84,7 +85,8 @@ def set_num_threads(n: int | None) -> int:
     if n != _State.threads:
         if _State.pool is not None:
             _State.pool.shutdown(wait=True)
-        _State.pool = ThreadPoolExecutor(n, thread_name_prefix="mgsparse") if n > 1 else None
+        # n - 1 helpers: the calling thread works the blocks beside them (`run_blocks`)
+        _State.pool = ThreadPoolExecutor(n - 1, thread_name_prefix="mgsparse") if n > 1 else None
         _State.threads = n
     limit_blas_threads(1)
     return n
@@ -187,11 +189,58 @@ def runs_as_one_call(num_rows: int) -> bool:
 
 
 def run_blocks(fn: Callable[[int, int], Any], blocks: Sequence[tuple[int, int]]) -> list:
-    """fn(start, stop) for every block, on the pool; results in block order."""
+    """fn(start, stop) for every block, on the pool; results in block order.
+
+    The calling thread and the pool's helpers take the next block from one shared counter
+    until none is left: one hand-off per helper and op, not a future per block (~10 µs each,
+    a thousand in an arxiv-sized epoch), and the caller works instead of waiting. A block
+    that raises stops the others from starting new blocks; the first error is raised once
+    every helper is done, so nothing still writes into the outputs."""
     get_num_threads()
-    if _State.pool is None or len(blocks) < 2:
-        return [fn(a, b) for a, b in blocks]
-    return list(_State.pool.map(lambda ab: fn(*ab), blocks))
+    if _State.pool is None or len(blocks) < 2 or getattr(_IN_BLOCK, "active", False):
+        return [fn(a, b) for a, b in blocks]  # a block's own blocks run where it runs
+    results: list = [None] * len(blocks)
+    claim, errors = _Counter(len(blocks)), []
+
+    def work() -> None:
+        _IN_BLOCK.active = True
+        try:
+            while not errors and (i := claim.next()) is not None:
+                try:
+                    results[i] = fn(*blocks[i])
+                except BaseException as err:  # noqa: BLE001 (raised below, in the caller)
+                    errors.append(err)
+        finally:
+            _IN_BLOCK.active = False
+    helpers = [_State.pool.submit(work) for _ in range(min(_State.threads, len(blocks)) - 1)]
+    try:
+        work()
+    finally:
+        for h in helpers:
+            h.result()
+    if errors:
+        raise errors[0]
+    return results
+
+
+_IN_BLOCK = threading.local()  # .active while a thread runs blocks: nested calls stay on it
+
+
+class _Counter:
+    """0, 1, ..., n - 1 to whichever thread asks next, then None."""
+
+    __slots__ = ("_lock", "_n", "_next")
+
+    def __init__(self, n: int):
+        self._lock, self._next, self._n = threading.Lock(), 0, n
+
+    def next(self) -> int | None:
+        with self._lock:
+            i = self._next
+            if i >= self._n:
+                return None
+            self._next = i + 1
+            return i
 
 
 def by_rows(fn: Callable[..., Any], out: np.ndarray, *arrays: np.ndarray) -> np.ndarray:
@@ -210,13 +259,32 @@ def by_rows(fn: Callable[..., Any], out: np.ndarray, *arrays: np.ndarray) -> np.
 # ---------------------------------------------------------------- dense products by row blocks
 
 
-def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a·b for 2-d a (M, K), b (K, N): rows of a cut in fixed blocks, one BLAS call each."""
+def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """a·b (+ bias) for 2-d a (M, K), b (K, N): rows of a cut in fixed blocks, one BLAS call
+    each, the bias added to each block while it is still in cache."""
     if a.ndim != 2 or b.ndim != 2 or a.size * b.shape[1] < MIN_PARALLEL_WORK:
-        return np.matmul(a, b)
+        out = np.matmul(a, b)
+        if bias is not None:
+            out += bias
+        return out
     m = a.shape[0]
     out = np.empty((m, b.shape[1]), dtype=np.result_type(a, b))
-    run_blocks(lambda s, e: np.matmul(a[s:e], b, out=out[s:e]), row_blocks(m))
+
+    def block(s, e):
+        np.matmul(a[s:e], b, out=out[s:e])
+        if bias is not None:
+            out[s:e] += bias
+    run_blocks(block, row_blocks(m))
+    return out
+
+
+def argmax_rows(z: np.ndarray) -> np.ndarray:
+    """z.argmax(axis=1) for a 2-d z, in row blocks on the pool (each row's answer is the one
+    call's); one call on one thread, where blocks gain nothing."""
+    if z.ndim != 2 or z.size < MIN_PARALLEL_ELEMENTS or get_num_threads() == 1:
+        return z.argmax(axis=1)
+    out = np.empty(len(z), dtype=np.intp)
+    run_blocks(lambda s, e: np.argmax(z[s:e], axis=1, out=out[s:e]), row_blocks(len(z)))
     return out
 
 

@@ -131,9 +131,9 @@ class CrossEntropy(Function):
             block.sum(axis=1, keepdims=True, out=sums[s:stop])
             if keep:
                 block /= sums[s:stop]
-        if e.size < parallel.MIN_PARALLEL_ELEMENTS or parallel.get_num_threads() == 1:
+        if e.size < parallel.MIN_PARALLEL_ELEMENTS:
             rows_of(0, n)
-        else:  # row blocks on the pool: each row's numbers are the one call's, bitwise
+        else:  # row blocks (on the pool): each row's numbers are the one call's, bitwise
             parallel.run_blocks(rows_of, parallel.row_blocks(n))
         loss = np.log(sums[:, 0]).sum() - picked.sum()
         if keep:
@@ -143,20 +143,44 @@ class CrossEntropy(Function):
 
     @staticmethod
     def backward(ctx, g):
-        """dz = g·(softmax(z) − onehot(t))/n at the masked rows, 0 elsewhere."""
+        """dz = g·(softmax(z) − onehot(t))/n at the masked rows, 0 elsewhere.
+
+        In blocks of the masked rows, on the pool where it pays: each block scales its
+        probabilities and writes them into its own rows of dz. Rows that are unique write
+        disjoint rows, so any thread count gives the same array; increasing rows (a split)
+        also let each block zero the stretch of dz up to the next block's first row, so dz
+        is written once, never first zeroed whole."""
         probs, t, rows = ctx.saved_tensors
-        n = probs.shape[0]
-        scale = g / n
-        dzm = probs * scale
-        dzm[np.arange(n), t] -= scale
-        if rows is not None:
+        n, scale = probs.shape[0], g / probs.shape[0]
+        if rows is not None and not ctx.unique_rows:  # an index mask may repeat a row
             dz = np.zeros(ctx.shape, dtype=probs.dtype)
-            if ctx.unique_rows:
-                dz[rows] = dzm
-            else:  # an index mask may repeat a row: its gradients add up
-                np.add.at(dz, rows, dzm)
-            dzm = dz
-        return dzm, None, None, None
+            np.add.at(dz, rows, _scaled(probs, t, scale))
+            return dz, None, None, None
+        dz = np.empty(ctx.shape, dtype=probs.dtype)
+        spans = rows is not None and _increasing(rows)
+        if rows is not None and not spans:
+            dz.fill(0)
+
+        def block(s, e):
+            if rows is None:
+                np.multiply(probs[s:e], scale, out=dz[s:e])
+                dz[s + np.arange(e - s), t[s:e]] -= scale
+                return
+            if spans:  # zero dz from this block's first row to the next block's
+                dz[0 if s == 0 else rows[s]:len(dz) if e == n else rows[e]] = 0
+            dz[rows[s:e]] = _scaled(probs[s:e], t[s:e], scale)
+        if probs.size < parallel.MIN_PARALLEL_ELEMENTS:
+            block(0, n)
+        else:  # blocks at one thread too: each zeroes and fills a stretch still in cache
+            parallel.run_blocks(block, parallel.row_blocks(n))
+        return dz, None, None, None
+
+
+def _scaled(probs: np.ndarray, t: np.ndarray, scale: Any) -> np.ndarray:
+    """scale·(probs − onehot(t)) for the rows of `probs` and their targets `t`."""
+    d = probs * scale
+    d[np.arange(len(d)), t] -= scale
+    return d
 
 
 def cross_entropy(logits: Tensor, target: Any, mask: Any = None) -> Tensor:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -108,7 +110,7 @@ def test_sddmm_in_chunks_is_bitwise_equal_across_threads(monkeypatch):
 
 # ---------------------------------------------------------------- dropout masks
 
-@pytest.mark.parametrize("op", ["relu", "leaky_relu", "elu", "dropout"])
+@pytest.mark.parametrize("op", ["relu", "leaky_relu", "elu", "dropout", "bias"])
 def test_elementwise_ops_by_row_blocks_are_bitwise_equal_across_threads(op, rng):
     """Above MIN_PARALLEL_ELEMENTS the activations and dropout run by row blocks on the pool:
     forward and backward give one thread's bits on two and three (and the formula's values)."""
@@ -116,7 +118,8 @@ def test_elementwise_ops_by_row_blocks_are_bitwise_equal_across_threads(op, rng)
     g = rng.standard_normal(x0.shape).astype(np.float32)
     apply = {"relu": lambda x: x.relu(), "leaky_relu": lambda x: x.leaky_relu(0.2),
              "elu": lambda x: x.elu(),
-             "dropout": lambda x: x.dropout(0.5, True, np.random.default_rng(4))}[op]
+             "dropout": lambda x: x.dropout(0.5, True, np.random.default_rng(4)),
+             "bias": lambda x: x + Tensor(x0[7])}[op]
     runs = []
     for threads in (1, 2, 3):
         x = Tensor(x0, requires_grad=True)
@@ -128,7 +131,7 @@ def test_elementwise_ops_by_row_blocks_are_bitwise_equal_across_threads(op, rng)
         np.testing.assert_array_equal(y, runs[0][0])
         np.testing.assert_array_equal(dx, runs[0][1])
     want = {"relu": np.maximum(x0, 0), "leaky_relu": np.where(x0 > 0, x0, 0.2 * x0),
-            "elu": np.where(x0 > 0, x0, np.expm1(np.minimum(x0, 0)))}.get(op)
+            "elu": np.where(x0 > 0, x0, np.expm1(np.minimum(x0, 0))), "bias": x0 + x0[7]}.get(op)
     if want is not None:
         np.testing.assert_array_equal(runs[0][0], want)
     assert len(parallel.row_blocks(len(x0))) > 1
@@ -248,3 +251,66 @@ def test_sparse_rows_stops_early_with_the_answer_of_the_whole_pass(rng):
         nz_1d = np.flatnonzero(g[:, 3])
         assert (got_1d is None) if len(nz_1d) > 0.25 * n else np.array_equal(got_1d, nz_1d)
 
+
+
+def test_run_blocks_gives_results_in_block_order_and_the_caller_works_beside_the_helpers():
+    """Blocks go to whichever thread asks next, the calling thread among them; the results
+    come back in block order whoever ran them."""
+    set_num_threads(2)
+    ran_on = {}
+
+    def block(start, stop):
+        ran_on[start] = threading.get_ident()
+        time.sleep(0.002)  # long enough that both threads take blocks
+        return start * 10 + stop
+    blocks = [(i, i + 1) for i in range(48)]
+    assert parallel.run_blocks(block, blocks) == [i * 10 + i + 1 for i in range(48)]
+    assert threading.get_ident() in ran_on.values() and len(set(ran_on.values())) == 2
+
+
+def test_a_failing_block_is_raised_once_every_helper_has_stopped():
+    """The first error comes back to the caller; no block starts after it, and none is still
+    running (writing into an output) when it does."""
+    set_num_threads(3)
+    running, started = [0], []
+    lock = threading.Lock()
+
+    def block(start, stop):
+        with lock:
+            running[0] += 1
+            started.append(start)
+        try:
+            time.sleep(0.002)
+            if start == 5:
+                raise ValueError("block 5 failed")
+        finally:
+            with lock:
+                running[0] -= 1
+    with pytest.raises(ValueError, match="block 5 failed"):
+        parallel.run_blocks(block, [(i, i + 1) for i in range(64)])
+    assert running[0] == 0 and 5 in started and len(started) < 64
+
+
+def test_the_fused_bias_and_the_argmax_by_blocks_are_one_calls_bits(rng):
+    """`matmul(a, b, bias)` adds the bias inside each block, as a second pass over the
+    product would, and `argmax_rows` cuts its rows in blocks as one call would: bit for
+    bit, at 1, 2 and 3 threads."""
+    a = rng.standard_normal((parallel.MIN_PARALLEL_ELEMENTS // 16 + 33, 16)).astype(np.float32)
+    w = rng.standard_normal((16, 40)).astype(np.float32)
+    bias = rng.standard_normal(40).astype(np.float32)
+    z = np.round(a @ w, 1)  # ties: the first maximum wins, as numpy's argmax
+    for threads in (1, 2, 3):
+        set_num_threads(threads)
+        np.testing.assert_array_equal(parallel.matmul(a, w, bias), parallel.matmul(a, w) + bias)
+        np.testing.assert_array_equal(parallel.argmax_rows(z), z.argmax(axis=1))
+    assert len(parallel.row_blocks(len(a))) > 1
+
+
+def test_blocks_that_cut_their_own_work_in_blocks_run_it_on_their_thread():
+    """A block may call a blocked kernel itself: that inner call runs on the block's thread
+    (the helpers are busy with the outer blocks), and nothing waits on itself."""
+    set_num_threads(2)
+    inner = [(j, j + 1) for j in range(8)]
+    got = parallel.run_blocks(lambda s, e: sum(parallel.run_blocks(lambda a, b: a * b, inner)),
+                              [(i, i + 1) for i in range(16)])
+    assert got == [sum(j * (j + 1) for j in range(8))] * 16

@@ -186,17 +186,26 @@ def test_targets_check_as_the_public_functions_do():
         F.Targets.for_accuracy(np.array([0, 1, 1]), np.zeros(3, dtype=bool), np.zeros(3))
 
 
-@pytest.mark.parametrize("masked", [False, True])
-def test_cross_entropy_by_row_blocks_is_bitwise_the_same_for_any_thread_count(masked):
-    """Above the pool's size the per-row work (gather, max, exp, row sums, softmax) runs in
-    row blocks; the two sums over rows run once, so loss and gradient do not depend on the
-    thread count, and they equal the one-call result below the threshold's size."""
+@pytest.mark.parametrize("masked", ["all", "bool", "permuted", "repeated"])
+def test_cross_entropy_by_row_blocks_is_bitwise_the_same_for_any_thread_count(masked,
+                                                                               monkeypatch):
+    """Above the pool's size the per-row work (gather, max, exp, row sums, softmax) and the
+    gradient's rows run in row blocks, at one thread too; the two sums over rows run once, so
+    loss and gradient do not depend on the thread count, and they are the formula's: for a
+    split (increasing rows: each block zeroes its own stretch), for unique rows in any order
+    and for repeated rows (added up)."""
     from mgsparse.engine import parallel
 
     rng = np.random.default_rng(3)
     z = (rng.standard_normal((30_000, 40)) * 4).astype(np.float32)  # 1.2M > 2^20 entries
     y = rng.integers(0, 40, len(z))
-    mask = rng.random(len(z)) < 0.6 if masked else None
+    mask = {"all": None, "bool": rng.random(len(z)) < 0.6,
+            "permuted": rng.permutation(len(z))[:20_000],
+            "repeated": rng.integers(0, len(z), 40_000)}[masked]
+    if masked == "bool":
+        mask[:1000] = False  # rows before the first block's first row: zeroed all the same
+    full = np.full  # a fresh array holds NaN here, so a row left unwritten shows
+    monkeypatch.setattr(np, "empty", lambda shape, dtype=float: full(shape, np.nan, dtype))
     results = []
     for threads in (1, 2, 3):
         with parallel.num_threads(threads):
@@ -205,8 +214,15 @@ def test_cross_entropy_by_row_blocks_is_bitwise_the_same_for_any_thread_count(ma
             loss.backward()
             results.append((np.asarray(loss.data).tobytes(), logits.grad.tobytes()))
     assert results[0] == results[1] == results[2]
-    rows = np.arange(len(z)) if mask is None else np.flatnonzero(mask)
+    rows = (np.arange(len(z)) if mask is None else
+            np.flatnonzero(mask) if mask.dtype == bool else mask)
     zm = z[rows].astype(np.float64)  # the formula, in float64: agrees to float32 rounding
     lse = zm.max(axis=1) + np.log(np.exp(zm - zm.max(axis=1, keepdims=True)).sum(axis=1))
     np.testing.assert_allclose(float(loss.data), np.mean(lse - zm[np.arange(len(rows)), y[rows]]),
                                rtol=1e-5)
+    d = np.exp(zm - lse[:, None])  # softmax − onehot, over n, added up at repeated rows
+    d[np.arange(len(rows)), y[rows]] -= 1
+    want = np.zeros(z.shape)
+    np.add.at(want, rows, d / len(rows))
+    np.testing.assert_allclose(logits.grad, want, atol=1e-9)
+    assert np.count_nonzero(logits.grad.any(axis=1)) == len(np.unique(rows))
