@@ -11,9 +11,12 @@ p = 0.99, 0.7% at 0.999. For p = 0.5 and multiples of 1/256 the two coincide.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 _CHUNK = 1 << 20  # 64-bit hashes computed at once: bounds the temporaries to a few MB
+RAW_BYTES_MIN = 1 << 16  # bytes from which `random_bytes` reads PCG64's raw outputs
 
 
 def _precision(p: float) -> tuple[int, int]:
@@ -42,10 +45,35 @@ def keep_mask(shape: tuple, p: float, rng: np.random.Generator) -> np.ndarray:
     n = int(np.prod(shape))
     bits, threshold = _precision(p)
     if bits == 1:
-        drawn = np.unpackbits(np.frombuffer(rng.bytes(-(-n // 8)), np.uint8), count=n)
+        drawn = np.unpackbits(random_bytes(rng, -(-n // 8)), count=n)
         return drawn.view(np.bool_).reshape(shape)
-    words = np.frombuffer(rng.bytes(n * bits // 8), np.uint8 if bits == 8 else "<u2")
+    words = random_bytes(rng, n * bits // 8).view(np.uint8 if bits == 8 else "<u2")
     return (words >= threshold).reshape(shape)
+
+
+def random_bytes(rng: np.random.Generator, n: int) -> np.ndarray:
+    """`rng.bytes(n)` as uint8, bit for bit, the generator left in the same state: 5x faster.
+
+    `Generator.bytes` draws n/4 bounded uint32s one at a time and copies them out (0.85 GB/s
+    here). PCG64 makes a uint32 from each 64-bit output, low half first, then the high half,
+    which it keeps for the next uint32 — the 64-bit outputs' own little-endian bytes. So
+    `random_raw` gives the same bytes (4.6 GB/s), and for an odd number of uint32s the last
+    output's high half is left waiting, as `bytes` leaves it. Other bit generators, a
+    generator already holding a half, a big-endian machine and small draws take `bytes`.
+    """
+    bitgen = getattr(rng, "bit_generator", None)  # anything with `.bytes` may draw a mask
+    if n < RAW_BYTES_MIN or type(bitgen) is not np.random.PCG64 or sys.byteorder != "little":
+        return np.frombuffer(rng.bytes(n), np.uint8)
+    state = bitgen.state
+    if state["has_uint32"]:
+        return np.frombuffer(rng.bytes(n), np.uint8)
+    words = -(-n // 4)  # the uint32s `bytes` draws
+    raw = bitgen.random_raw(-(-words // 2))
+    if words % 2:
+        state = bitgen.state
+        state["has_uint32"], state["uinteger"] = 1, int(raw[-1] >> np.uint64(32))
+        bitgen.state = state
+    return raw.view(np.uint8)[:n]
 
 
 def _mix(z: np.ndarray) -> np.ndarray:

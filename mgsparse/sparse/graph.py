@@ -19,7 +19,7 @@ from mgsparse.engine import Tensor, parallel
 from mgsparse.engine.activations import leaky_relu_into, scale_by_sign
 from mgsparse.errors import ShapeError
 from mgsparse.sparse import reference as ref
-from mgsparse.sparse.ops import Gather, SparseFunction
+from mgsparse.sparse.ops import Gather, SparseFunction, scatter_sum
 from mgsparse.sparse.structure import Structure
 from mgsparse.sparse.tensor import SparseTensor
 
@@ -177,7 +177,7 @@ class AttentionSoftmax(SparseFunction):
             dl, d_dst = np.empty_like(out), np.zeros(s.shape[0])
             parallel.run_blocks(lambda r0, r1: _attention_rows_vjp(
                 r0, r1, s, out, g, positive, ctx.slope, dl, d_dst), blocks)
-        d_src = np.bincount(s.col, weights=dl, minlength=ctx.cols).astype(dl.dtype, copy=False)
+        d_src = scatter_sum(s.col, dl, ctx.cols).astype(dl.dtype, copy=False)
         return d_dst.astype(dl.dtype, copy=False), d_src, None, None
 
 

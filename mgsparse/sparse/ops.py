@@ -75,13 +75,34 @@ class SparseFunction(Function):
 # ---------------------------------------------------------------- index primitives
 
 
+SCATTER_CHUNKS = 4  # fixed chunks of entries a large scatter-add sums separately
+
+
+def scatter_sum(index: np.ndarray, v: np.ndarray, size: int) -> np.ndarray:
+    """out[j] = Σ_{index_k = j} v_k in float64, as `np.bincount(index, weights=v)`.
+
+    Above the pool's size the entries are cut into SCATTER_CHUNKS fixed chunks, each summed
+    on the pool into its own float64 array, then added in chunk order: the rounding depends on
+    the chunks alone, never on the thread count (a GAT head's 8.8M-entry source gradient
+    took 32 ms as one serial `bincount`)."""
+    if len(v) < parallel.MIN_PARALLEL_ELEMENTS:
+        return np.bincount(index, weights=v, minlength=size)
+    step = -(-len(v) // SCATTER_CHUNKS)
+    parts = parallel.run_blocks(
+        lambda a, b: np.bincount(index[a:b], weights=v[a:b], minlength=size),
+        [(a, min(a + step, len(v))) for a in range(0, len(v), step)])
+    for part in parts[1:]:
+        parts[0] += part
+    return parts[0]
+
+
 class ScatterAdd(SparseFunction):
     op_name, reference = "scatter_add", staticmethod(ref.scatter_add)
 
     @staticmethod
     def forward(ctx, v, index, size):
         ctx.index = index
-        return np.bincount(index, weights=v, minlength=size).astype(v.dtype, copy=False)
+        return scatter_sum(index, v, size).astype(v.dtype, copy=False)
 
     @staticmethod
     def vjp(ctx, g):
@@ -100,7 +121,7 @@ class Gather(SparseFunction):
     @staticmethod
     def vjp(ctx, g):
         """dx[j] = Σ_{index_k=j} g_k."""
-        return np.bincount(ctx.index, weights=g, minlength=ctx.size).astype(g.dtype, copy=False), None
+        return scatter_sum(ctx.index, g, ctx.size).astype(g.dtype, copy=False), None
 
 
 # ---------------------------------------------------------------- products

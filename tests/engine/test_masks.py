@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 from mgsparse.engine import Tensor
-from mgsparse.engine.masks import _precision, hashed_keep_mask, keep_probability, kept_scale
+from mgsparse.engine.masks import (
+    RAW_BYTES_MIN,
+    _precision,
+    hashed_keep_mask,
+    keep_probability,
+    kept_scale,
+    random_bytes,
+)
 
 
 @pytest.mark.parametrize("p", [0.5, 0.25, 0.3])  # bits, bytes, 16-bit words
@@ -61,3 +68,36 @@ def test_dropout_mean_with_a_real_generator_is_one_within_its_noise(p):
     assert abs(out.mean() - 1.0) < 5 * sigma
     assert set(np.unique(out)) == {0.0, kept_scale(p)}
 
+
+@pytest.mark.parametrize("before", [0, 1, 2, 3])
+def test_random_bytes_are_the_generators_bytes_and_leave_it_in_the_same_state(before):
+    """PCG64's raw outputs stand in for `Generator.bytes` from RAW_BYTES_MIN bytes: the same
+    bytes for an even or odd count of uint32s, after draws that leave a half waiting or not,
+    and every later draw of either kind the same."""
+    n0 = RAW_BYTES_MIN
+    for n in (n0, n0 + 1, n0 + 2, n0 + 3, n0 + 4, n0 + 5, 3 * n0 + 7, 1 << 21):
+        a, b = np.random.default_rng(n), np.random.default_rng(n)
+        for g in (a, b):
+            g.integers(0, 2**32, before, dtype=np.uint32)
+        np.testing.assert_array_equal(random_bytes(b, n), np.frombuffer(a.bytes(n), np.uint8))
+        assert a.bytes(13) == b.bytes(13)
+        np.testing.assert_array_equal(a.integers(0, 2**32, 5, dtype=np.uint32),
+                                      b.integers(0, 2**32, 5, dtype=np.uint32))
+        assert a.random() == b.random() and _same_state(a, b)
+
+
+def test_other_generators_and_small_draws_take_the_generators_own_bytes():
+    for rng, n in ((np.random.Generator(np.random.MT19937(1)), 1 << 20),
+                   (np.random.default_rng(1), RAW_BYTES_MIN - 1)):
+        twin = np.random.Generator(type(rng.bit_generator)(1))
+        np.testing.assert_array_equal(random_bytes(rng, n), np.frombuffer(twin.bytes(n), np.uint8))
+        assert _same_state(rng, twin)
+
+
+def _same_state(a: np.random.Generator, b: np.random.Generator) -> bool:
+    """The generators' states, a waiting uint32 half compared only where one is waiting."""
+    sa, sb = a.bit_generator.state, b.bit_generator.state
+    if "has_uint32" not in sa:
+        return repr(sa) == repr(sb)
+    return (sa["state"] == sb["state"] and sa["has_uint32"] == sb["has_uint32"]
+            and (not sa["has_uint32"] or sa["uinteger"] == sb["uinteger"]))

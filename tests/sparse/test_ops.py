@@ -202,3 +202,29 @@ def test_spmm_forward_backward_never_densifies():
             tracemalloc.stop()
     assert X.grad.shape == (n, f) and A.values.grad.shape == (nnz,)
     assert peak < 100e6, f"peak {peak / 1e6:.1f} MB"
+
+
+def test_a_large_scatter_add_sums_fixed_chunks_the_same_on_any_thread_count(rng):
+    """Above the pool's size `scatter_sum` adds SCATTER_CHUNKS partial bincounts in chunk
+    order: bitwise the same at 1, 2 and 3 threads, and bincount's sums to float64 rounding;
+    small inputs are bincount itself. Gather's gradient and ScatterAdd take it."""
+    from mgsparse.engine import parallel
+
+    n = parallel.MIN_PARALLEL_ELEMENTS + 12_345
+    index = rng.integers(0, 50_000, n)
+    v = rng.standard_normal(n).astype(np.float32)
+    runs = []
+    for threads in (1, 2, 3):
+        with parallel.num_threads(threads):
+            runs.append(ops.scatter_sum(index, v, 60_000))
+    np.testing.assert_array_equal(runs[0], runs[1])
+    np.testing.assert_array_equal(runs[0], runs[2])
+    want = np.bincount(index, weights=v, minlength=60_000)
+    np.testing.assert_allclose(runs[0], want, rtol=1e-12, atol=1e-12)
+    assert runs[0].shape == (60_000,) and not runs[0][50_000:].any()
+    small = rng.integers(0, 9, 100)
+    np.testing.assert_array_equal(ops.scatter_sum(small, v[:100], 9),
+                                  np.bincount(small, weights=v[:100], minlength=9))
+    x = Tensor(rng.standard_normal(60_000).astype(np.float32), requires_grad=True)
+    ops.Gather.apply(x, index).backward(v)
+    np.testing.assert_array_equal(x.grad, runs[0].astype(np.float32))
