@@ -215,6 +215,9 @@ def run_blocks(fn: Callable[[int, int], Any], blocks: Sequence[tuple[int, int]])
     helpers = [_State.pool.submit(work) for _ in range(min(_State.threads, len(blocks)) - 1)]
     try:
         work()
+    except BaseException as err:  # Ctrl-C between blocks: the helpers start no new block
+        errors.append(err)
+        raise
     finally:
         for h in helpers:
             h.result()

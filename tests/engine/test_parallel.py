@@ -314,3 +314,28 @@ def test_blocks_that_cut_their_own_work_in_blocks_run_it_on_their_thread():
     got = parallel.run_blocks(lambda s, e: sum(parallel.run_blocks(lambda a, b: a * b, inner)),
                               [(i, i + 1) for i in range(16)])
     assert got == [sum(j * (j + 1) for j in range(8))] * 16
+
+
+def test_an_interrupt_in_the_calling_thread_stops_the_helpers_too(monkeypatch):
+    """Ctrl-C reaching the caller between two blocks is raised as it is, once the helpers
+    have finished the block they were on and started no other."""
+    set_num_threads(2)
+    caller, asks, started = threading.get_ident(), [0], []
+    take = parallel._Counter.next
+
+    def next_block(counter):
+        if threading.get_ident() == caller:
+            asks[0] += 1
+            if asks[0] == 3:
+                raise KeyboardInterrupt
+        return take(counter)
+    monkeypatch.setattr(parallel._Counter, "next", next_block)
+
+    def block(start, stop):
+        started.append(start)
+        time.sleep(0.002)
+    with pytest.raises(KeyboardInterrupt):
+        parallel.run_blocks(block, [(i, i + 1) for i in range(64)])
+    count = len(started)
+    time.sleep(0.05)
+    assert len(started) == count < 32
