@@ -281,9 +281,17 @@ class GraphTask(NodeTask):
     def batches(self, model: Module, shuffle: np.random.Generator) -> Iterator[Batch]:
         field, rows = self._field("training", self.train_idx), self.train_idx
         if field is None:
-            yield lambda: (F.cross_entropy(self.logits(model), self.y, rows), len(rows))
+            yield lambda: (self._training_loss(self.logits(model), self.y, rows), len(rows))
         else:
-            yield lambda: (F.cross_entropy(field.logits(model), self.train_y), len(rows))
+            yield lambda: (self._training_loss(field.logits(model), self.train_y), len(rows))
+
+    def _training_loss(self, logits: Tensor, y: np.ndarray, rows: Any = None) -> Tensor:
+        """`F.cross_entropy(logits, y, rows)`, its targets checked by the first step on logits
+        of this shape and then kept, as `_split_targets` keeps the scores' (same bits)."""
+        key = ("training", logits.shape)
+        if key not in self._checked:
+            self._checked[key] = (F.Targets.for_cross_entropy(y, rows, logits),)
+        return F.cross_entropy_at(logits, self._checked[key][0])
 
     def embedding(self, model: Module) -> np.ndarray:
         """(N, hidden): what `model`'s last layer reads for every node, in eval mode."""
