@@ -38,12 +38,13 @@ ROOT = Path(__file__).resolve().parent.parent
 REV = "d3fec82"  # the last revision before the pool's caller worked beside its helpers
 
 
-def export(rev: str) -> Path:
-    """The tree at `rev`, written out by `git archive` into a fresh temporary folder."""
-    folder = Path(tempfile.mkdtemp(prefix="mgsparse-ab-"))
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True,
-                             capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+def export(rev: str, folder: Path) -> Path:
+    """The tree at `rev`, written out by `git archive` into `folder`."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=False,
+                             capture_output=True)
+    if archive.returncode:
+        sys.exit(f"ab_tree: git archive {rev}: {archive.stderr.decode().strip()}")
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
     return folder
 
 
@@ -85,11 +86,14 @@ def child(root: str, workload: str, graph_name: str, nodes: int, steps: int) -> 
 
 def run_side(root: Path, args: argparse.Namespace) -> dict:
     env = {**os.environ, "PYTHONPATH": str(root)}
-    out = subprocess.run([sys.executable, __file__, "--child", str(root), args.workload,
-                          "--graph", args.graph, "--nodes", str(args.nodes),
-                          "--steps", str(args.steps)], env=env, check=True,
-                         capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    done = subprocess.run([sys.executable, __file__, "--child", str(root), args.workload,
+                           "--graph", args.graph, "--nodes", str(args.nodes),
+                           "--steps", str(args.steps)], check=False, env=env,
+                          capture_output=True, text=True)
+    if done.returncode:  # the tree's own error, last line: e.g. a revision without the workload
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        sys.exit(f"ab_tree: the workload failed in {root}: {last}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -104,7 +108,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         return child(args.child, args.workload, args.graph, args.nodes, args.steps)
-    trees = {"old": export(args.rev), "new": ROOT}
+    with tempfile.TemporaryDirectory(prefix="mgsparse-ab-") as folder:
+        compare({"old": export(args.rev, Path(folder)), "new": ROOT}, args)
+
+
+def compare(trees: dict[str, Path], args: argparse.Namespace) -> None:
+    """The rounds of `main`, with their report."""
     what = args.graph if args.workload == "gcn" else f"synthetic, {args.nodes:,} nodes"
     print(f"{args.workload} ({what}), {args.steps} steps a process and thread count, "
           f"{args.rounds} rounds of old ({args.rev}) and new in alternating processes")

@@ -9,6 +9,7 @@ import scipy.sparse as sp
 
 from mgsparse import SparseTensor, Tensor, gradcheck
 from mgsparse.engine import parallel
+from mgsparse.sparse.structure import CSRView
 
 
 @pytest.mark.parametrize("constant", [False, True])  # permuted values cached or not
@@ -138,7 +139,8 @@ def test_symmetric_is_entry_for_entry_and_kept_for_the_array(rng):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_a_fixed_symmetric_product_reads_its_csr_as_csc_with_the_same_bits(rng, dtype):
+def test_a_fixed_symmetric_product_reads_its_csr_as_csc_with_the_same_bits(rng, dtype,
+                                                                          monkeypatch):
     """Â·X of a fixed symmetric Â at one call is Âᵀ·X by the CSC kernel on Â's own CSR,
     bitwise the CSR kernel's row blocks (at one thread and at two); a fixed non-symmetric A
     and a trainable A keep the CSR kernel."""
@@ -147,12 +149,21 @@ def test_a_fixed_symmetric_product_reads_its_csr_as_csc_with_the_same_bits(rng, 
     s, v = A._structure, A.values.data
     X = rng.standard_normal((n, 16)).astype(dtype)
     rows_kernel = s.csr().matmul(v, X)
+    as_csc, t_matmul = [], CSRView.t_matmul  # which products take the CSC path
+
+    def spy(view, *args, **kwargs):
+        as_csc.append(view)
+        return t_matmul(view, *args, **kwargs)
+    monkeypatch.setattr(CSRView, "t_matmul", spy)
     with parallel.num_threads(1):
         first = s.matmul(v, X, constant=True)  # the CSR kernel: an array seen once
+        assert as_csc == []
         one = s.matmul(v, X, constant=True)
-        assert s.csr()._symmetric[1] is True and s._T is None  # A's own CSR, no transpose
+        assert as_csc == [s.csr()]  # the CSC path, on A's own CSR
+        assert s.csr()._symmetric[1] is True and s._T is None  # no transpose built
     with parallel.num_threads(2):
         two = s.matmul(v, X, constant=True)
+    assert len(as_csc) == 1  # two threads: the row blocks
     assert one.tobytes() == rows_kernel.tobytes() == two.tobytes() == first.tobytes()
     np.testing.assert_allclose(one, A.to_scipy() @ X, rtol=1e-5, atol=1e-6)
 
@@ -165,6 +176,7 @@ def test_a_fixed_symmetric_product_reads_its_csr_as_csc_with_the_same_bits(rng, 
         trainable = A._structure.matmul(A.values.data.copy(), X, constant=False)
     assert got.tobytes() == B._structure.csr().matmul(B.values.data, X).tobytes()
     assert trainable.tobytes() == rows_kernel.tobytes()
+    assert len(as_csc) == 1  # neither the non-symmetric nor the trainable A took it
 
 
 @pytest.mark.parametrize("shape", [(40, 70), (70, 40)])
