@@ -19,6 +19,7 @@ the contexts of live graphs, released by the backward or when the graph is colle
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -49,6 +50,7 @@ class _Buffer:
 
 _BUFFERS: dict[int, _Buffer] = {}  # id(owning array) → its locks (a flipped array keeps it alive)
 _HELD: dict[int, int] = {}  # id(locked array) → how many holders counted it
+_FROZEN: dict[int, weakref.ref] = {}  # id(frozen array) → the array, while it lives
 
 
 def _root(arr: np.ndarray) -> np.ndarray:
@@ -106,6 +108,16 @@ def freeze(arr: np.ndarray) -> None:
     if buf is not None:
         buf.flipped = [a for a in buf.flipped if a is not arr]
     arr.flags.writeable = False
+    key = id(arr)
+    if key not in _FROZEN or _FROZEN[key]() is not arr:
+        _FROZEN[key] = weakref.ref(arr, lambda _, key=key: _FROZEN.pop(key, None))
+
+
+def is_frozen(arr: np.ndarray) -> bool:
+    """Whether `arr` was frozen (`freeze`) and so can never change: a read-only flag alone
+    does not say it (a graph's lock is lifted again, a view's base may still be written)."""
+    ref = _FROZEN.get(id(arr))
+    return ref is not None and ref() is arr and not _root(arr).flags.writeable
 
 
 @contextlib.contextmanager

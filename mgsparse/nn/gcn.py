@@ -18,7 +18,7 @@ import numpy as np
 
 from mgsparse.engine import Tensor
 from mgsparse.errors import HyperparameterError
-from mgsparse.nn.edges import GraphCache, check_edge_index
+from mgsparse.nn.edges import FixedProduct, GraphCache, check_edge_index
 from mgsparse.nn.layers import LinearOp, glorot_
 from mgsparse.nn.module import Module, ModuleList, Parameter
 from mgsparse.nn.stack import StackedModel, stack_widths
@@ -111,7 +111,9 @@ class GCNConv(Module):
     came from (edge list and constant weights compared by value, so a different graph is
     never given a stale Â); a learned edge weight rebuilds it every call. W is applied before
     or after Â, whichever is cheaper (`propagates_first`): the sparse product runs on the
-    narrower side.
+    narrower side. With `cached`, features that never change (frozen, as a task's are) meet a
+    fixed Â only once: Â·X is kept and each call computes (Â·X)·W (`nn.edges.FixedProduct`;
+    an evaluation pass then costs one dense product instead of a sparse one).
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
@@ -123,6 +125,7 @@ class GCNConv(Module):
         self.weight = Parameter(glorot_((in_features, out_features), rng, dtype), dtype=dtype)
         self.bias = Parameter(np.zeros(out_features), dtype=dtype) if bias else None
         self._norm_adj = GraphCache(cached)
+        self._fixed = FixedProduct()  # Â·X of fixed features (`FixedProduct`)
 
     def norm_adj(self, adj: Adjacency, num_nodes: int, edge_weight: Any = None):
         if isinstance(adj, (SparseTensor, Tensor)) or _is_operator(adj):
@@ -145,8 +148,9 @@ class GCNConv(Module):
     def forward(self, x: Tensor | SparseTensor, adj: Adjacency,
                 edge_weight: Tensor | None = None) -> Tensor:
         norm_adj = self.norm_adj(adj, x.shape[0], edge_weight)
-        if propagates_first(norm_adj, x, self.out_features):
-            h = norm_adj @ x  # (T, F_in)
+        fixed = self.cached and FixedProduct.applies(norm_adj, x)
+        if fixed or propagates_first(norm_adj, x, self.out_features):
+            h = self._fixed.get(norm_adj, x) if fixed else norm_adj @ x  # (T, F_in)
             if self.bias is not None:  # x·W + b as one op: no second (T, F_out) array
                 return LinearOp.apply(h, self.weight, self.bias)
             return h @ self.weight

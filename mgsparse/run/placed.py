@@ -29,6 +29,7 @@ from mgsparse.config import DatasetConfig, load_config
 from mgsparse.data import Graph, load_dataset, load_section, user
 from mgsparse.data.sampler import NeighborSampler
 from mgsparse.engine import Tensor
+from mgsparse.engine.inplace import freeze
 from mgsparse.nn.cheb import scaled_laplacian
 from mgsparse.nn.gcn import normalized_adjacency
 from mgsparse.run.budget import mb
@@ -80,9 +81,17 @@ def place(m: Any, threshold: float, dtype: Any,
     operand = as_operand(m, threshold)
     if isinstance(operand, SparseTensor):
         operand = operand if operand.dtype == dtype else operand.astype(dtype)
-        return operand, f"sparse (density {density:.3g} <= threshold {threshold:g})"
+        return fixed(operand), f"sparse (density {density:.3g} <= threshold {threshold:g})"
     dense = Tensor(np.asarray(operand.data, dtype=dtype))
-    return dense, f"dense (density {density:.3g} > threshold {threshold:g})"
+    return fixed(dense), f"dense (density {density:.3g} > threshold {threshold:g})"
+
+
+def fixed(operand: SparseTensor | Tensor) -> SparseTensor | Tensor:
+    """`operand` with its array frozen (`engine.inplace.freeze`): a placed operand never
+    changes in a run (dropout writes elsewhere), and a frozen pair of features and Â lets a
+    layer keep their product (`nn.edges.FixedProduct`). A write to it fails at once."""
+    freeze(operand.values.data if isinstance(operand, SparseTensor) else operand.data)
+    return operand
 
 
 UNBUILT = object()  # the whole-graph operand before anything has asked for it
@@ -190,7 +199,7 @@ class PlacedGraph:
 
     def make_sparse(self, name: str, reason: str) -> None:
         """Store operand `name` sparse from now on (same values); `reason` joins the placement."""
-        sparse = SparseTensor.from_dense(self.operands()[name].data)
+        sparse = fixed(SparseTensor.from_dense(self.operands()[name].data))
         if name == "features":
             self.features = sparse
         else:

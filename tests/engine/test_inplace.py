@@ -48,3 +48,21 @@ def test_a_fixed_adjacency_cached_by_the_scatter_path_stays_read_only():
     assert adj._structure.csr()._symmetric[1] is True
     with pytest.raises(ValueError, match="read-only"):
         adj.values.data[0] = 1.0
+
+
+def test_is_frozen_names_only_arrays_that_can_never_change():
+    """Read-only is not enough: a graph's lock is lifted again, and a frozen view of a
+    writeable base can still change through the base."""
+    from mgsparse.engine.inplace import is_frozen, lock, unlock
+
+    locked = np.ones(3)
+    lock(locked)
+    assert not locked.flags.writeable and not is_frozen(locked)
+    unlock(locked)
+    base = np.ones(4)
+    view = base[:2]
+    freeze(view)
+    assert not is_frozen(view)
+    fixed = np.ones(3)
+    freeze(fixed)
+    assert is_frozen(fixed) and not is_frozen(fixed.copy())
