@@ -20,7 +20,11 @@ The README holds the table between the two marker comments `BEGIN`/`END` below; 
 replaces what is between them (and the line saying how loaded the machine was), nothing else.
 Runs set OMP_WAIT_POLICY=PASSIVE, so that the peers' idle OpenMP threads do not spin while
 mgsparse runs, and pass this checkout on PYTHONPATH, so an environment without mgsparse
-installed measures this code.
+installed measures this code. They also run without OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE
+(`--keep-openblas-env` keeps them): a host may set them to pin numpy's OpenBLAS to older
+kernels (Haswell on an AVX-512 CPU, for OpenBLAS builds older than numpy's), while torch's
+MKL picks its kernels by the CPU whatever they say. Unset, each side runs the kernels it
+would pick on its own; the table's last line names the one numpy's OpenBLAS ran.
 """
 
 from __future__ import annotations
@@ -38,6 +42,17 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ENV = "BENCH_RATIOS"
+HOST_BLAS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")  # unset for the runs (see the module)
+CORE_NAME = """import ctypes, numpy
+paths = sorted({line.split()[-1] for line in open("/proc/self/maps") if "openblas" in line.lower()})
+names = ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename", "openblas_get_corename")
+for lib in (ctypes.CDLL(p) for p in paths if p.startswith("/")):
+    get = next((getattr(lib, n) for n in names if hasattr(lib, n)), None)
+    if get is not None:
+        get.restype = ctypes.c_char_p
+        print(get().decode())
+        break
+"""
 
 
 def record_ratio(peer: str, threads: int, ours_ms: float, peer_ms: float,
@@ -105,11 +120,23 @@ ROWS = (
 )
 
 
-def measure(row: Row, pythons: dict[str, str], log) -> list[dict]:
-    """Run `row`'s scripts; every ratio they recorded (a failed run records none)."""
-    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent),
+def run_env(keep_host_blas: bool) -> dict[str, str]:
+    """The environment of every run (see the module)."""
+    env = {k: v for k, v in os.environ.items() if keep_host_blas or k not in HOST_BLAS}
+    return {**env, "OMP_WAIT_POLICY": "PASSIVE",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent),
                                                         os.environ.get("PYTHONPATH")]))}
+
+
+def blas_core(python: str, env: dict[str, str]) -> str:
+    """The kernel family numpy's OpenBLAS picks under `env` ("Haswell", "SkylakeX", ...)."""
+    done = subprocess.run([python, "-c", CORE_NAME], env=env, capture_output=True, text=True,
+                          check=False)
+    return done.stdout.strip() or "unknown"
+
+
+def measure(row: Row, pythons: dict[str, str], env: dict[str, str], log) -> list[dict]:
+    """Run `row`'s scripts; every ratio they recorded (a failed run records none)."""
     found = []
     with tempfile.TemporaryDirectory() as scratch:
         for venv, command in row.runs:
@@ -186,6 +213,8 @@ def main() -> None:
                         default=[r.key for r in ROWS])
     parser.add_argument("--write", type=Path, help="a file with the marker comments (README.md)")
     parser.add_argument("--quiet", action="store_true", help="print the table only")
+    parser.add_argument("--keep-openblas-env", action="store_true",
+                        help=f"keep {' and '.join(HOST_BLAS)} for the runs")
     args = parser.parse_args()
     pythons = {"main": sys.executable, "pyg": args.pyg_python, "dgl": args.dgl_python}
     for flag, python in (("--pyg-python", args.pyg_python), ("--dgl-python", args.dgl_python)):
@@ -195,11 +224,14 @@ def main() -> None:
         around_markers(args.write)
     log = (lambda _: None) if args.quiet else (lambda text: print(text, flush=True))
     load_before, t0 = os.getloadavg()[0], time.perf_counter()
-    measured = {row.key: measure(row, pythons, log) for row in ROWS if row.key in args.rows}
+    env = run_env(args.keep_openblas_env)
+    measured = {row.key: measure(row, pythons, env, log) for row in ROWS if row.key in args.rows}
     minutes = (time.perf_counter() - t0) / 60
+    unset = "" if args.keep_openblas_env else f" ({' and '.join(HOST_BLAS)} unset)"
     block = (f"{table(measured)}\n\nWritten by `python benchmarks/speed_table.py` in "
              f"{minutes:.0f} min on {time.strftime('%Y-%m-%d')}, load average {load_before:.1f} before and "
-             f"{os.getloadavg()[0]:.1f} after.")
+             f"{os.getloadavg()[0]:.1f} after; numpy's OpenBLAS ran its "
+             f"{blas_core(sys.executable, env)} kernels{unset}.")
     print(block)
     if args.write:
         write_between_markers(args.write, block)

@@ -6,6 +6,8 @@ No timing is asserted."""
 
 from __future__ import annotations
 
+import os
+import platform
 import re
 import sys
 from pathlib import Path
@@ -92,3 +94,21 @@ def test_a_bad_write_target_or_interpreter_is_refused_before_measuring(tmp_path,
             assert stop.value.code == 2  # argparse's usage error
         else:
             assert message in str(stop.value.code) and "\n" not in str(stop.value.code)
+
+
+def test_the_runs_drop_the_hosts_openblas_pins_unless_asked_to_keep_them(monkeypatch):
+    """A host's OPENBLAS_CORETYPE would hold numpy to older kernels than torch's MKL picks:
+    the runs go without it (and OPENBLAS_L2_SIZE) unless `--keep-openblas-env`, and the
+    child names the kernels it then loads."""
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    monkeypatch.setenv("OPENBLAS_L2_SIZE", "512")
+    monkeypatch.setenv("PYTHONPATH", "elsewhere")
+    dropped, kept = speed_table.run_env(False), speed_table.run_env(True)
+    assert not set(speed_table.HOST_BLAS) & set(dropped)
+    assert kept["OPENBLAS_CORETYPE"] == "Haswell" and kept["OPENBLAS_L2_SIZE"] == "512"
+    for env in (dropped, kept):
+        assert env["OMP_WAIT_POLICY"] == "PASSIVE"
+        assert env["PYTHONPATH"].split(os.pathsep) == [str(speed_table.HERE.parent), "elsewhere"]
+    if platform.machine() in ("x86_64", "AMD64"):  # OpenBLAS's own x86 names
+        assert speed_table.blas_core(sys.executable, kept) == "Haswell"  # as pinned
+    assert speed_table.blas_core(sys.executable, dropped) not in ("", "unknown")
