@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Tensor, concatenate, is_grad_enabled
+from mgsparse.engine.inplace import freeze
 from mgsparse.errors import HyperparameterError
-from mgsparse.nn.edges import GraphCache, check_edge_index
+from mgsparse.nn.edges import FixedProduct, GraphCache, check_edge_index
 from mgsparse.nn.gcn import SPARSE_ENTRY_COST
 from mgsparse.nn.layers import glorot_
 from mgsparse.nn.module import Module, ModuleList, Parameter
@@ -75,14 +76,17 @@ class SAGEConv(Module):
         self.weight_root = Parameter(glorot_(shape, rng, dtype), dtype=dtype) if root_weight else None
         self.bias = Parameter(np.zeros(out_features), dtype=dtype) if bias else None
         self._mean_adj = GraphCache(cached)
+        self._fixed = FixedProduct()  # D⁻¹A·X of fixed features (`nn.edges.FixedProduct`)
 
     def mean_adj(self, edge_index: Any, num_nodes: int) -> SparseTensor:
-        """D⁻¹A of this graph, built once when `cached`."""
+        """D⁻¹A of this graph, built once when `cached` (and then frozen: it never changes)."""
         edges = check_edge_index(edge_index, num_nodes, "SAGEConv")
         mean = self._mean_adj.get(edges, num_nodes)
         if mean is None:
-            mean = self._mean_adj.put(edges, num_nodes, mean_adjacency(
-                edges, num_nodes, self.weight_neighbors.dtype))
+            mean = mean_adjacency(edges, num_nodes, self.weight_neighbors.dtype)
+            if self.cached:
+                freeze(mean.values.data)
+            mean = self._mean_adj.put(edges, num_nodes, mean)
         return mean
 
     def forward(self, x: Tensor | SparseTensor, edge_index: Any) -> Tensor:
@@ -93,9 +97,13 @@ class SAGEConv(Module):
         targets are the first T rows of x (their root term is h[:T]). Returns (T, F_out).
 
         Both terms are linear, so the weights may be applied before or after the mean: the
-        order is the cheaper one for these shapes (`_aggregate_first`)."""
-        if self._aggregate_first(x, mean):
-            out = (mean @ x) @ self.weight_neighbors  # (T, F_in) -> (T, F_out)
+        order is the cheaper one for these shapes (`_aggregate_first`). With `cached`, the
+        mean of frozen features over a frozen operand is kept (`nn.edges.FixedProduct`): the
+        mean first, then, at no sparse cost."""
+        fixed = self.cached and FixedProduct.applies(mean, x)
+        if fixed or self._aggregate_first(x, mean):
+            h = self._fixed.get(mean, x) if fixed else mean @ x
+            out = h @ self.weight_neighbors  # (T, F_in) -> (T, F_out)
             if self.weight_root is not None:
                 t = mean.shape[0]
                 out = out + (x if t == x.shape[0] else x[:t]) @ self.weight_root

@@ -217,3 +217,32 @@ def test_a_whole_graph_input_layer_of_equal_widths_takes_the_mean_first():
     assert not conv._aggregate_first(Tensor(features, requires_grad=True), mean)
     with no_grad():
         assert not conv._aggregate_first(Tensor(features), mean)
+
+
+def test_frozen_features_meet_their_mean_once_and_keep_the_layer_and_its_gradients(rng,
+                                                                                  monkeypatch):
+    """The layer freezes the mean operand it caches; for frozen features D⁻¹A·X is then
+    computed once (`FixedProduct`) and every call is the dense layer, gradients included."""
+    from mgsparse.engine.inplace import freeze
+    from mgsparse.sparse import ops as sparse_ops
+
+    layer = make_layer(rng)
+    x = Tensor(rng.standard_normal((N, 3)), dtype=np.float64)
+    freeze(x.data)
+    calls = []
+    forward = sparse_ops.SpMM.forward
+    monkeypatch.setattr(sparse_ops.SpMM, "forward", staticmethod(
+        lambda ctx, *a: calls.append(a[1].shape) or forward(ctx, *a)))
+    outs = [layer(x, EDGE_INDEX).data for _ in range(3)]
+    assert calls == [(N, 3)]
+    for out in outs:
+        np.testing.assert_allclose(out, dense_sage(layer, x.data), atol=1e-12)
+    with pytest.raises(ValueError, match="read-only"):
+        layer.mean_adj(EDGE_INDEX, N).values.data[0] = 1.0
+
+    def f(wn, wr, b):
+        layer.weight_neighbors, layer.weight_root, layer.bias = wn, wr, b
+        return layer(x, EDGE_INDEX)
+
+    result = gradcheck(f, [layer.weight_neighbors, layer.weight_root, layer.bias])
+    assert result.passed and result.max_abs_err < 1e-7 and calls == [(N, 3)]
