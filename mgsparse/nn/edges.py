@@ -70,15 +70,16 @@ class FixedProduct:
     the task's features, every epoch) it equals (Â·X)·W: one sparse product kept here, then
     only the dense X·W-sized product per call. Fixed means provably constant: X a dense
     Tensor and Â a SparseTensor, neither needing a gradient, both arrays frozen by their owner
-    (`engine.inplace.freeze`: a task freezes the operands it places), so the same two
-    operands always take the same path and a resumed run rounds as the one that never
-    stopped. Operands made afresh per call (blocks, a learned Â) are not frozen: never kept.
-    The entry is dropped as soon as either Tensor is collected (a placement that turns the
-    features sparse frees it).
+    (`engine.inplace.freeze`: a task freezes the operands it places, a receptive field its
+    input rows, a layer the block operand it builds), so the same two operands always take
+    the same path and a resumed run rounds as the one that never stopped. One product is
+    kept per pair (a whole graph, a training field and a scoring field may all be fixed),
+    each dropped as soon as either Tensor is collected: a placement that turns the features
+    sparse frees theirs.
     """
 
     def __init__(self) -> None:
-        self._entry: tuple | None = None  # (weakref Â, weakref X, X's array, Â·X)
+        self._kept: dict[tuple[int, int], tuple] = {}  # ids -> (refs to Â and X, X's array, Â·X)
 
     @staticmethod
     def applies(adj: Any, x: Any) -> bool:
@@ -89,14 +90,14 @@ class FixedProduct:
 
     def get(self, adj: SparseTensor, x: Tensor) -> Tensor:
         """Â·X, computed on the first call for this Â and X (`applies` must hold)."""
-        entry = self._entry
+        key = (id(adj), id(x))
+        entry = self._kept.get(key)
         if entry is not None and entry[0]() is adj and entry[1]() is x and entry[2] is x.data:
             return entry[3]
-        self._entry = None  # the old product goes before the new one is made
         with no_grad():
             product = adj @ x
 
-        def drop(_: Any) -> None:
-            self._entry = None
-        self._entry = (weakref.ref(adj, drop), weakref.ref(x, drop), x.data, product)
+        def drop(_: Any, kept: dict = self._kept) -> None:
+            kept.pop(key, None)
+        self._kept[key] = (weakref.ref(adj, drop), weakref.ref(x, drop), x.data, product)
         return product

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Tensor
+from mgsparse.engine.inplace import freeze
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn.edges import FixedProduct, GraphCache, check_edge_index
 from mgsparse.nn.layers import LinearOp, glorot_
@@ -159,8 +160,10 @@ class GCNConv(Module):
 
     def on_block(self, block: Any) -> Any:
         """The layer on a block (T targets × S sources, `mgsparse.nn.block`): Â_block's rows
-        with the whole graph's degrees, neighbour terms scaled by deg/k (unbiased)."""
+        with the whole graph's degrees, neighbour terms scaled by deg/k (unbiased). Built
+        here and never changed: frozen, so a fixed input's product may be kept."""
         adj = gcn_block_adjacency(block, self.weight.dtype)
+        freeze(adj.values.data)
         return lambda x: self(x, adj)
 
     def extra_repr(self) -> str:

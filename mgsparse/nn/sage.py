@@ -149,6 +149,7 @@ class SAGEConv(Module):
         """The layer on a block: the mean over each target's k_i sampled in-edges, 1/k_i per
         entry (the paper's sampled mean); with all of them it is the rows of D⁻¹A."""
         mean = sage_block_mean(block, self.weight_neighbors.dtype)
+        freeze(mean.values.data)  # built here, never changed (see `aggregate`)
         return lambda x: self.aggregate(x, mean)
 
     def extra_repr(self) -> str:

@@ -35,6 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 from mgsparse.engine import Tensor
+from mgsparse.engine.inplace import freeze
 from mgsparse.nn.block import bind_blocks, gather_rows
 from mgsparse.nn.module import Module
 
@@ -46,7 +47,9 @@ class Field:
 
     def __init__(self, blocks: tuple, features: Any):
         self.blocks = blocks  # outermost first; the last block's targets are the rows
-        self.x = gather_rows(features, blocks[0].n_id)  # constant: gathered once
+        self.x = gather_rows(features, blocks[0].n_id)  # constant: gathered once, and frozen
+        if isinstance(self.x, Tensor):  # (so a first layer may keep its product: FixedProduct)
+            freeze(self.x.data)
         self._model: Module | None = None
         self._layers: list = []
 

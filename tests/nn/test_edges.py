@@ -88,22 +88,26 @@ def test_an_uncached_layer_keeps_nothing(rng, monkeypatch):
     conv = GCNConv(6, 2, cached=False, rng=rng, dtype=np.float64)
     calls = count_sparse_products(monkeypatch)
     conv(x, adj), conv(x, adj)
-    assert calls == [(N, 2)] * 2 and conv._fixed._entry is None
+    assert calls == [(N, 2)] * 2 and not conv._fixed._kept
 
 
-def test_the_product_goes_with_either_operand_and_is_never_reused_for_another(rng):
+def test_one_product_per_pair_each_gone_with_either_operand(rng):
     adj, x = frozen_pair(rng)
     kept = FixedProduct()
     first = kept.get(adj, x)
     assert kept.get(adj, x) is first
     other_adj, other_x = frozen_pair(rng)
     second = kept.get(adj, other_x)
-    assert second is not first
     np.testing.assert_allclose(second.data, adj.to_tensor().data @ other_x.data, atol=1e-12)
-    assert kept.get(other_adj, other_x) is not second
-    del other_x
+    third = kept.get(other_adj, other_x)
+    assert len({id(first), id(second), id(third)}) == 3
+    assert kept.get(adj, x) is first and kept.get(adj, other_x) is second  # all three kept
+    del other_x, second, third
     gc.collect()
-    assert kept._entry is None  # the features were collected: their product with them
+    assert list(kept._kept) == [(id(adj), id(x))]  # the features went: their products too
+    del adj
+    gc.collect()
+    assert not kept._kept
 
 
 def test_placed_features_refuse_a_write(rng):

@@ -175,3 +175,27 @@ def test_a_bad_label_in_the_scored_rows_is_still_refused_by_the_first_evaluate()
     model = task.build_model(np.random.default_rng(5))
     with pytest.raises(ShapeError, match=r"cross_entropy: target ids must be in \[0, 3\)"):
         task.evaluate(model)
+
+
+@pytest.mark.parametrize("kind", ["gcn", "sage"])
+def test_a_fields_frozen_input_rows_meet_each_first_block_once(kind, monkeypatch):
+    """Without dropout, the first layer's input is the field's gathered rows, frozen, and its
+    block operand is frozen by the layer: each field (training, scores) then computes
+    B·X (16 columns) once over three epochs (`FixedProduct`); the whole graph's likewise."""
+    from mgsparse.run import build_optimizer, train_epoch
+    from mgsparse.sparse import ops as sparse_ops
+
+    calls = []
+    forward = sparse_ops.SpMM.forward
+    monkeypatch.setattr(sparse_ops.SpMM, "forward", staticmethod(
+        lambda ctx, *a: calls.append(a[1].shape[1]) or forward(ctx, *a)))
+    graph = load_graph(config().dataset)
+    for setting, kept in ((True, 2), (False, 1)):
+        task = GraphTask(config(kind, setting, hidden=8), graph)
+        model = task.build_model(np.random.default_rng(0))
+        optimizer = build_optimizer(task.config.optim, model)
+        calls.clear()
+        for _ in range(3):
+            train_epoch(model, optimizer, task.batches(model, shuffle_generator(0)), None)
+            task.evaluate(model)
+        assert calls.count(16) == kept, (setting, calls)
