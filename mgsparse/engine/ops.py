@@ -60,7 +60,7 @@ class Add(Function):
     def forward(ctx, a, b):
         ctx.shapes = a.shape, b.shape
         if _row_broadcast(a, b):  # a bias: row blocks on the pool where it pays
-            return parallel.by_rows(lambda o, a_: np.add(a_, b, out=o), np.empty_like(a), a)
+            return parallel.by_rows(lambda o, a_: parallel.add_rows(a_, b, o), np.empty_like(a), a)
         return _broadcasting(np.add, a, b)
 
     @staticmethod

@@ -259,6 +259,31 @@ def by_rows(fn: Callable[..., Any], out: np.ndarray, *arrays: np.ndarray) -> np.
     return out
 
 
+TILED_ROWS = 1024  # rows from which `add_rows` tiles the bias (below, one plain call)
+TILED_WIDTH = 512  # elements numpy's inner loop gets per step once the bias is tiled
+
+
+def add_rows(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """out = a + b for a (N, C) and a bias b (C,), the same bits as `np.add(a, b, out=out)`.
+
+    numpy broadcasts b by running its inner loop once per row of C elements, and pays a
+    set-up per row that dominates at a GNN's widths: (2708, 16) took 14.8 µs, (100000, 16)
+    603 µs. Viewing k rows as one row of k·C elements against b tiled k times runs the same
+    additions in loops of ≥ TILED_WIDTH elements (8.2 and 230 µs); the rows left over, fewer
+    than k, take the plain call. Non-contiguous arrays take it too."""
+    n, c = a.shape
+    k = -(-TILED_WIDTH // max(c, 1))
+    if n < max(TILED_ROWS, k) or c == 0 or not (a.flags.c_contiguous and out.flags.c_contiguous):
+        return np.add(a, b, out=out)
+    full = n - n % k
+    tiled = np.empty(k * c, dtype=b.dtype)
+    tiled.reshape(k, c)[:] = b
+    np.add(a[:full].reshape(-1, k * c), tiled, out=out[:full].reshape(-1, k * c))
+    if full < n:
+        np.add(a[full:], b, out=out[full:])
+    return out
+
+
 # ---------------------------------------------------------------- dense products by row blocks
 
 
@@ -268,7 +293,8 @@ def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.n
     if a.ndim != 2 or b.ndim != 2 or a.size * b.shape[1] < MIN_PARALLEL_WORK:
         out = np.matmul(a, b)
         if bias is not None:
-            out += bias
+            add_rows(out, bias, out) if out.ndim == 2 and bias.ndim == 1 else np.add(
+                out, bias, out=out)
         return out
     m = a.shape[0]
     out = np.empty((m, b.shape[1]), dtype=np.result_type(a, b))
@@ -276,7 +302,7 @@ def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.n
     def block(s, e):
         np.matmul(a[s:e], b, out=out[s:e])
         if bias is not None:
-            out[s:e] += bias
+            add_rows(out[s:e], bias, out[s:e])
     run_blocks(block, row_blocks(m))
     return out
 

@@ -339,3 +339,26 @@ def test_an_interrupt_in_the_calling_thread_stops_the_helpers_too(monkeypatch):
     count = len(started)
     time.sleep(0.05)
     assert len(started) == count < 32
+
+
+@pytest.mark.parametrize("rows", [1, 5, 1023, 1024, 1030, 4099])
+@pytest.mark.parametrize("width", [0, 1, 7, 16, 40, 64, 100])
+def test_add_rows_is_numpys_broadcast_add_bit_for_bit(rows, width, rng):
+    """Tiled or not (rows under TILED_ROWS, a remainder of rows past the last tile, widths
+    that do not divide TILED_WIDTH), in place or not, float32 and float64."""
+    for dtype in (np.float32, np.float64):
+        a = rng.standard_normal((rows, width)).astype(dtype)
+        b = rng.standard_normal(width).astype(dtype)
+        expected = np.add(a, b)
+        out = np.full_like(a, np.nan)
+        assert parallel.add_rows(a, b, out) is out
+        np.testing.assert_array_equal(out, expected)
+        parallel.add_rows(a, b, a)  # in place, as a product's bias is added
+        np.testing.assert_array_equal(a, expected)
+
+
+def test_add_rows_takes_the_plain_call_for_a_strided_array(rng):
+    base = rng.standard_normal((3000, 32)).astype(np.float32)
+    a, b = base[:, ::2], rng.standard_normal(16).astype(np.float32)  # not C-contiguous
+    out = np.empty((3000, 16), np.float32)
+    np.testing.assert_array_equal(parallel.add_rows(a, b, out), a + b)
