@@ -17,6 +17,7 @@ size once and reuses it every epoch, as before.
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
@@ -60,7 +61,7 @@ class Buffers:
     def take(self, shape: tuple, dtype: Any) -> np.ndarray:
         """An uninitialised array of `shape`, lent from a free pooled buffer when one fits."""
         dtype = np.dtype(dtype)
-        need = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        need = int(math.prod(shape)) * dtype.itemsize
         if need == 0:
             return np.empty(shape, dtype=dtype)
         fit, largest = self._free(need)

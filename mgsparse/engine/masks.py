@@ -11,6 +11,7 @@ p = 0.99, 0.7% at 0.999. For p = 0.5 and multiples of 1/256 the two coincide.
 
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -42,7 +43,7 @@ def kept_scale(p: float) -> float:
 
 def keep_mask(shape: tuple, p: float, rng: np.random.Generator) -> np.ndarray:
     """A boolean keep mask, each entry False with probability p, from `rng`'s random bytes."""
-    n = int(np.prod(shape))
+    n = int(math.prod(shape))
     bits, threshold = _precision(p)
     if bits == 1:
         drawn = np.unpackbits(random_bytes(rng, -(-n // 8)), count=n)

@@ -135,7 +135,7 @@ class CrossEntropy(Function):
             rows_of(0, n)
         else:  # row blocks (on the pool): each row's numbers are the one call's, bitwise
             parallel.run_blocks(rows_of, parallel.row_blocks(n))
-        loss = np.log(sums[:, 0]).sum() - picked.sum()
+        loss = np.add.reduce(np.log(sums[:, 0])) - np.add.reduce(picked)  # .sum(), unwrapped
         if keep:
             ctx.save_for_backward(e, t, rows)
             ctx.shape, ctx.unique_rows = z.shape, unique_rows
@@ -296,4 +296,6 @@ def accuracy_at(scores: np.ndarray, targets: Targets) -> float:
     if targets.rows is not None:  # the masked rows first: argmax over them only
         scores = scores[targets.rows]
     pred = scores.argmax(axis=1) if scores.ndim == 2 else scores
-    return float(np.mean(pred == targets.target))
+    hits = pred == targets.target
+    # the hits counted over their number: np.mean's value bit for bit, without its ~5 µs
+    return float(np.count_nonzero(hits) / hits.size) if hits.size else float("nan")

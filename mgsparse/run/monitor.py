@@ -17,6 +17,7 @@ before training covers the first step.
 
 from __future__ import annotations
 
+import math
 import tracemalloc
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -36,6 +37,8 @@ TRACE_EVERY = 2  # then every (TRACE_EVERY · log_every)-th epoch: a table row i
 
 
 def finite(x: float | np.ndarray) -> bool:
+    if type(x) is float:  # a loss or a norm, every step: math's test, not an array's
+        return math.isfinite(x)
     return bool(np.all(np.isfinite(x)))
 
 
