@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 _CHUNK = 1 << 20  # 64-bit hashes computed at once: bounds the temporaries to a few MB
-RAW_BYTES_MIN = 1 << 16  # bytes from which `random_bytes` reads PCG64's raw outputs
+RAW_BYTES_MIN = 64  # bytes from which `random_bytes` reads PCG64's raw outputs (1.3 kB: 2.2 µs, not 5.3)
 
 
 def _precision(p: float) -> tuple[int, int]:

@@ -75,7 +75,7 @@ def test_random_bytes_are_the_generators_bytes_and_leave_it_in_the_same_state(be
     bytes for an even or odd count of uint32s, after draws that leave a half waiting or not,
     and every later draw of either kind the same."""
     n0 = RAW_BYTES_MIN
-    for n in (n0, n0 + 1, n0 + 2, n0 + 3, n0 + 4, n0 + 5, 3 * n0 + 7, 1 << 21):
+    for n in (n0, n0 + 1, n0 + 2, n0 + 3, n0 + 4, n0 + 5, 3 * n0 + 7, 20 * n0 + 9, 1 << 21):
         a, b = np.random.default_rng(n), np.random.default_rng(n)
         for g in (a, b):
             g.integers(0, 2**32, before, dtype=np.uint32)
