@@ -3,8 +3,9 @@
 A run's memory is counted in two parts, so that neither is missed nor counted twice:
 
 - *held*: the bytes every epoch keeps alive — the operands with the views they cache (CSR,
-  transposes), the parameters, their gradients, the model's reused buffers and the optimizer
-  state — summed from the arrays themselves (cheap, exact, no tracing);
+  transposes), the parameters, their gradients, the model's reused buffers, the products its
+  layers keep for fixed operands and the optimizer state — summed from the arrays themselves
+  (cheap, exact, no tracing);
 - *transient*: what an epoch allocates above that, tracemalloc's peak over the epoch.
 
 tracemalloc slows every allocation (a traced Cora epoch takes about twice as long), so it runs
@@ -29,6 +30,7 @@ import scipy.sparse as sp
 
 from mgsparse.engine import Tensor
 from mgsparse.engine.autograd import graph_contexts
+from mgsparse.nn.edges import FixedProduct
 from mgsparse.sparse import SparseTensor
 
 MB = 1024 * 1024
@@ -82,9 +84,12 @@ def _children(obj: Any) -> Iterable[Any]:
 
 def run_nbytes(operands: Iterable[Any], model: Any, optimizer: Any) -> int:
     """What a run holds between steps: operands and their views, parameters with their
-    gradients, the buffers the model reuses from step to step, optimizer state."""
+    gradients, the buffers the model reuses from step to step, the products its layers keep
+    for fixed operands (`nn.edges.FixedProduct`: Â·X, the features' size), optimizer state."""
     params = [(p.data, p.grad) for p in model.parameters()]
-    return held_nbytes(*operands, params, getattr(model, "buffers", None),
+    kept = [v for m in (model.modules() if hasattr(model, "modules") else ())
+            for v in vars(m).values() if isinstance(v, FixedProduct)]
+    return held_nbytes(*operands, params, getattr(model, "buffers", None), kept,
                        getattr(optimizer, "state", None))
 
 

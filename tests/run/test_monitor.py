@@ -107,3 +107,28 @@ def test_a_sampled_epoch_reports_held_plus_its_transient_peak():
     assert held == 3.0 and 4.0 <= peak < 5.0
     assert tracer.peak_mb == peak
     assert not tracer.begin(5)  # not a sampled epoch: nothing traced
+
+
+def test_held_bytes_count_the_products_a_layer_keeps_for_fixed_operands():
+    """After an evaluation a GCN's first layer keeps Â·X of the placed (frozen) features: the
+    run holds that array too, N × F_in float32, and says so."""
+    from mgsparse.config import config_from_dict
+    from mgsparse.run import GraphTask, build_optimizer
+    from mgsparse.run.monitor import run_nbytes
+    from mgsparse.run.placed import load_graph
+
+    config = config_from_dict({
+        "dataset": {"name": "synthetic", "num_nodes": 300, "num_classes": 3, "avg_degree": 4,
+                    "num_features": 24, "split": "random", "num_train_per_class": 4,
+                    "num_val": 30, "num_test": 60, "normalize_features": False},
+        "model": {"kind": "gcn", "hidden": 8, "dropout": 0.5},
+        "train": {"seed": 0, "receptive_field": False}, "monitor": {"memory": False}})
+    task = GraphTask(config, load_graph(config.dataset))
+    model = task.build_model(np.random.default_rng(0))
+    optimizer = build_optimizer(config.optim, model)
+    task.evaluate(model)  # also builds Â's cached views: count with and without the product
+    held = run_nbytes(task.operands().values(), model, optimizer)
+    (kept,) = model.convs[0]._fixed._kept.values()
+    assert kept[3].shape == (300, 24)
+    model.convs[0]._fixed._kept.clear()
+    assert held - run_nbytes(task.operands().values(), model, optimizer) == 300 * 24 * 4
