@@ -98,8 +98,8 @@ class SAGEConv(Module):
 
         Both terms are linear, so the weights may be applied before or after the mean: the
         order is the cheaper one for these shapes (`_aggregate_first`). With `cached`, the
-        mean of frozen features over a frozen operand is kept (`nn.edges.FixedProduct`): the
-        mean first, then, at no sparse cost."""
+        mean of frozen features over a frozen operand is kept (`nn.edges.FixedProduct`), so
+        the mean comes first and costs no sparse product after the first call."""
         fixed = self.cached and FixedProduct.applies(mean, x)
         if fixed or self._aggregate_first(x, mean):
             h = self._fixed.get(mean, x) if fixed else mean @ x
