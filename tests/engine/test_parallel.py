@@ -362,3 +362,11 @@ def test_add_rows_takes_the_plain_call_for_a_strided_array(rng):
     a, b = base[:, ::2], rng.standard_normal(16).astype(np.float32)  # not C-contiguous
     out = np.empty((3000, 16), np.float32)
     np.testing.assert_array_equal(parallel.add_rows(a, b, out), a + b)
+
+
+def test_add_rows_takes_the_plain_call_for_other_shapes(rng):
+    """A 1-d product plus a scalar-like bias, a 3-d array: numpy's broadcast add, unchanged."""
+    for a, b in ((rng.standard_normal(5), rng.standard_normal(1)),
+                 (rng.standard_normal((4, 3, 2)), rng.standard_normal(2))):
+        out = np.empty_like(a)
+        np.testing.assert_array_equal(parallel.add_rows(a, b, out), a + b)
