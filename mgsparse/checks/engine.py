@@ -115,5 +115,7 @@ CASES: list[Case] = [
     op("matmul_batched", lambda r, n, m: (normal(r, (2, n, m)), normal(r, (m, 3))),
        lambda a, b: a @ b, np.matmul),
     unary("dropout", _dropout, _scalar_dropout),
+    unary("relu_dropout", lambda x: x.relu_dropout(DROPOUT_P, True, dropout_rng()),
+          lambda a: _scalar_dropout(each(Value.relu)(a)), kinks=(0,)),
 ]
 

@@ -82,6 +82,13 @@ def matrix_and_dense(dense_shape: Callable[[tuple[int, int], int], tuple]) -> Ca
     return build
 
 
+def matrix_dense_bias(rng, size):
+    """inputs (values, X, bias, A): X (cols, 3) and a bias (3,) for A·X + b."""
+    shape, nnz = _dims(size, False)
+    A = _template(rng, shape, nnz)
+    return _values(A), _leaf(rng, (shape[1], 3)), _leaf(rng, (3,)), A
+
+
 def two_matrices(chain: bool) -> Callable:
     """inputs (va, vb, A, B): B of A's shape, or of shape (A.cols, rows) when chained."""
     def build(rng, size):
@@ -203,6 +210,10 @@ CASES: list[Case] = [
        lambda v, X, A: A.with_values(v) @ X,
        lambda v, X, A: dense_of(v, A) @ X,
        lambda v, X, A: ref.spmm(v, X, A._structure)),
+    op("spmm_bias", matrix_dense_bias,
+       lambda v, X, b, A: ops.spmm(A.with_values(v), X, b),
+       lambda v, X, b, A: dense_of(v, A) @ X + b,
+       lambda v, X, b, A: ref.spmm(v, X, A._structure, b)),
     op("dense_spmm", matrix_and_dense(lambda s, f: (f, s[0])),
        lambda v, X, A: X @ A.with_values(v),
        lambda v, X, A: X @ dense_of(v, A),

@@ -21,6 +21,9 @@ from mgsparse.engine.tensor import Function
 class Relu(Function):
     @staticmethod
     def forward(ctx, x):
+        if not ctx.needs_input_grad[0]:  # no backward (an evaluation pass): no mask to keep
+            return parallel.by_rows(lambda out, x_: np.maximum(x_, 0, out=out),
+                                    np.empty_like(x), x)
         mask = np.empty(x.shape, dtype=bool)
 
         def rows(out, mask_, x_):
@@ -35,6 +38,37 @@ class Relu(Function):
         """dx = g·[x > 0]."""
         return parallel.by_rows(lambda dx, g_, m: np.multiply(g_, m, out=dx),
                                 np.empty_like(g), g, ctx.saved_tensors[0])
+
+
+class ReluDropout(Function):
+    """relu(x) then inverted dropout, as one op: a hidden layer's activation followed by the
+    next layer's dropout (`nn.stack`). out = max(x, 0)·scale·keep, computed in the order
+    Relu then Dropout compute it, so the same floats; one (N, F) array and one pass fewer,
+    and no mask kept: out > 0 exactly where x > 0 and the entry was kept, which is where both
+    derivatives are nonzero."""
+
+    @staticmethod
+    def forward(ctx, x, keep, scale, out=None):
+        """`out`, if given, is a free buffer of x's shape to write into (as Dropout's)."""
+        ctx.scale = scale = x.dtype.type(scale)
+
+        def rows(o, x_, k):
+            np.maximum(x_, 0, out=o)
+            o *= scale
+            o *= k
+        out = parallel.by_rows(rows, np.empty_like(x) if out is None else out, x, keep)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        """dx = g·scale·[out > 0] (relu' · dropout': keep·[x > 0]·scale)."""
+        scale = ctx.scale
+
+        def rows(dx, g_, o):
+            np.multiply(g_, scale, out=dx)
+            dx *= o > 0
+        return parallel.by_rows(rows, np.empty_like(g), g, ctx.saved_tensors[0]), None, None, None
 
 
 class LeakyRelu(Function):

@@ -37,7 +37,8 @@ class _Buffer:
 
     def release(self) -> None:
         """Make every flipped array writeable again, shallowest first (bases before views)."""
-        for arr in sorted(self.flipped, key=_depth):
+        flipped = self.flipped
+        for arr in (flipped if len(flipped) < 2 else sorted(flipped, key=_depth)):
             try:
                 arr.flags.writeable = True
             except ValueError:  # a view of a frozen array (`freeze`) stays read-only
@@ -70,29 +71,30 @@ def _depth(arr: np.ndarray) -> int:
 def lock(arr: np.ndarray) -> None:
     """Make `arr` read-only for one more holder (an array read-only already, on a buffer this
     module does not lock, is left alone: a user's frozen array stays frozen)."""
-    key = id(_root(arr))  # stable: the holder keeps arr, hence its root, alive until unlock
+    flags = arr.flags
+    key = id(arr if arr.base is None else _root(arr))  # stable: the holder keeps arr alive
     buf = _BUFFERS.get(key)
     if buf is None:
-        if not arr.flags.writeable:
+        if not flags.writeable:
             return
         buf = _BUFFERS[key] = _Buffer()
     buf.holders += 1
-    _HELD[id(arr)] = _HELD.get(id(arr), 0) + 1
-    if arr.flags.writeable:
-        arr.flags.writeable = False
+    key_arr = id(arr)
+    _HELD[key_arr] = _HELD.get(key_arr, 0) + 1
+    if flags.writeable:
+        flags.writeable = False
         buf.flipped.append(arr)
 
 
 def unlock(arr: np.ndarray) -> None:
     """One holder fewer; the last holder on the buffer makes its arrays writeable again."""
-    held = _HELD.get(id(arr))
-    if held is None:
+    key_arr = id(arr)
+    held = _HELD.pop(key_arr, 0)
+    if held == 0:
         return
     if held > 1:
-        _HELD[id(arr)] = held - 1
-    else:
-        del _HELD[id(arr)]
-    key = id(_root(arr))
+        _HELD[key_arr] = held - 1
+    key = id(arr if arr.base is None else _root(arr))
     buf = _BUFFERS[key]
     buf.holders -= 1
     if buf.holders == 0:

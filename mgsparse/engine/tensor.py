@@ -339,6 +339,19 @@ class Tensor:
         out = buffers.take(self.shape, self.dtype) if buffers is not None else None
         return ops.Dropout.apply(self, ops.keep_mask(self.shape, p, rng), ops.kept_scale(p), out)
 
+    def relu_dropout(self, p: float, training: bool = True,
+                     rng: np.random.Generator | None = None, buffers: Any = None):
+        """`self.relu().dropout(p, training, rng, buffers)` as one op: the same mask drawn
+        from `rng`, the same floats (`activations.ReluDropout`)."""
+        if not 0 <= p < 1:
+            raise HyperparameterError(f"dropout probability must be in [0, 1), got {p}")
+        if not training or p == 0:
+            return self.relu()
+        rng = rng if rng is not None else np.random.default_rng()
+        out = buffers.take(self.shape, self.dtype) if buffers is not None else None
+        return activations.ReluDropout.apply(self, ops.keep_mask(self.shape, p, rng),
+                                             ops.kept_scale(p), out)
+
     def argmax(self, axis=-1) -> np.ndarray: return self.data.argmax(axis=axis)
 
 

@@ -23,7 +23,7 @@ from mgsparse.nn.edges import FixedProduct, GraphCache, check_edge_index
 from mgsparse.nn.layers import LinearOp, glorot_
 from mgsparse.nn.module import Module, ModuleList, Parameter
 from mgsparse.nn.stack import StackedModel, stack_widths
-from mgsparse.sparse import SparseTensor, as_operand, gcn_norm
+from mgsparse.sparse import SparseTensor, as_operand, gcn_norm, spmm
 
 Adjacency = Any  # an edge list (2, E), a normalised SparseTensor or a dense Tensor
 
@@ -155,7 +155,10 @@ class GCNConv(Module):
             if self.bias is not None:  # x·W + b as one op: no second (T, F_out) array
                 return LinearOp.apply(h, self.weight, self.bias)
             return h @ self.weight
-        out = norm_adj @ (x @ self.weight)  # (S, F_out) then (T, F_out)
+        h = x @ self.weight  # (S, F_out), then Â·h + b (T, F_out)
+        if isinstance(norm_adj, SparseTensor) and self.bias is not None:
+            return spmm(norm_adj, h, self.bias)  # the bias added in place, as LinearOp does
+        out = norm_adj @ h
         return out + self.bias if self.bias is not None else out
 
     def on_block(self, block: Any) -> Any:

@@ -20,10 +20,10 @@ from mgsparse.engine.inplace import freeze
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn.edges import FixedProduct, GraphCache, check_edge_index
 from mgsparse.nn.gcn import SPARSE_ENTRY_COST
-from mgsparse.nn.layers import glorot_
+from mgsparse.nn.layers import LinearOp, glorot_
 from mgsparse.nn.module import Module, ModuleList, Parameter
 from mgsparse.nn.stack import EdgeListModel, stack_widths
-from mgsparse.sparse import SparseTensor
+from mgsparse.sparse import SparseTensor, spmm
 
 NORM_EPS = 1e-12  # inside the square root: ‖0‖ has a finite gradient
 
@@ -103,23 +103,23 @@ class SAGEConv(Module):
         fixed = self.cached and FixedProduct.applies(mean, x)
         if fixed or self._aggregate_first(x, mean):
             h = self._fixed.get(mean, x) if fixed else mean @ x
-            out = h @ self.weight_neighbors  # (T, F_in) -> (T, F_out)
+            out = (h @ self.weight_neighbors if self.bias is None  # (T, F_in) -> (T, F_out)
+                   else LinearOp.apply(h, self.weight_neighbors, self.bias))
             if self.weight_root is not None:
                 t = mean.shape[0]
                 out = out + (x if t == x.shape[0] else x[:t]) @ self.weight_root
         else:
             out = self._transform_first(x, mean)
-        if self.bias is not None:
-            out = out + self.bias
         return l2_normalize(out) if self.normalize else out
 
     def _transform_first(self, x: Tensor | SparseTensor, mean: SparseTensor) -> Tensor:
+        """mean·(x·W_n) + b (+ x·W_root), the bias added inside the sparse product."""
         f, t = self.out_features, mean.shape[0]
         if self.weight_root is None:
-            return mean @ (x @ self.weight_neighbors)  # (T, F_out)
+            return spmm(mean, x @ self.weight_neighbors, self.bias)  # (T, F_out)
         # one pass over the (often sparse, wide) features for both weights
         h = x @ concatenate([self.weight_neighbors, self.weight_root], axis=1)  # (N, 2·F_out)
-        return mean @ h[:, :f] + (h[:, f:] if t == x.shape[0] else h[:t, f:])
+        return spmm(mean, h[:, :f], self.bias) + (h[:, f:] if t == x.shape[0] else h[:t, f:])
 
     def _aggregate_first(self, x: Tensor | SparseTensor, mean: SparseTensor) -> bool:
         """Mean first when it costs less, forward and backward, in dense multiply-adds with a

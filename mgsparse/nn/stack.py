@@ -165,12 +165,17 @@ class StackedModel(Module):
         if drawing and self.keyed_masks and self.dropout_key is None:
             self.dropout_key = int(self.rng.integers(2**63))
         step, self.dropout_step = self.dropout_step, self.dropout_step + drawing
+        fuse = drawing and self._relu_feeds_dropout()
         outputs = []  # every layer's, for jumping knowledge
+        dropped = False  # x is the last layer's relu_dropout output: dropped out already
         for i, layer in enumerate(layers):
             if i == last and self._before_last and self.jk is None:
                 return x
-            y = layer(self._dropout(x, step, i), *args)
-            if i < last or self.jk is not None:
+            y = layer(x if dropped else self._dropout(x, step, i), *args)
+            dropped = fuse and i < last and isinstance(y, Tensor)
+            if dropped:  # the activation and the next layer's dropout as one op, same bits
+                y = y.relu_dropout(self.p, True, self.rng, self.buffers)
+            elif i < last or self.jk is not None:
                 y = self._hidden(i, y, x)
                 if self.jk is not None:
                     outputs.append(y)
@@ -179,6 +184,13 @@ class StackedModel(Module):
             return x
         h = self._jump([_rows(o, x.shape[0]) for o in outputs])
         return h if self._before_last else self.jk_linear(self._dropout(h, step, len(layers)))
+
+    def _relu_feeds_dropout(self) -> bool:
+        """Whether a hidden layer's ReLU output is read by the next layer's dropout only (no
+        norm, residual or jumping knowledge reads it, masks drawn from `rng`), so that the two
+        may run as one op (`Tensor.relu_dropout`)."""
+        return (self.act_name == "relu" and self.norms is None and not self.residual
+                and self.jk is None and not self.keyed_masks and not self._before_last)
 
     def _hidden(self, i: int, y: Tensor, x: Tensor | SparseTensor) -> Tensor:
         """A hidden layer's output y from its input x: norm, activation, residual."""

@@ -144,20 +144,22 @@ class SpMM(SparseFunction):
     op_name, reference = "spmm", staticmethod(ref.spmm)
 
     @staticmethod
-    def forward(ctx, v, X, s):
+    def forward(ctx, v, X, s, bias=None):
         ctx.save_for_backward(v, X)
         ctx.s = s
         # values that need no gradient are a fixed Â: its CSR-ordered copy may be cached
-        return s.matmul(v, X, constant=not ctx.needs_input_grad[0])
+        return s.matmul(v, X, constant=not ctx.needs_input_grad[0], bias=bias)
 
     @staticmethod
     def vjp(ctx, g):
-        """dX = Aᵀ·G (cached transposed CSR); dv_k = G[row_k]·X[col_k] (SDDMM)."""
+        """dX = Aᵀ·G (cached transposed CSR); dv_k = G[row_k]·X[col_k] (SDDMM); with a bias
+        (Y = A·X + b), db = Σ_rows G."""
         v, X = ctx.saved_tensors
-        s, (need_v, need_x, _) = ctx.s, ctx.needs_input_grad
+        s, (need_v, need_x, _, *need_bias) = ctx.s, ctx.needs_input_grad
         dv = sddmm_kernel(s.row, s.col, g, X) if need_v else None
         dX = s.t_matmul(v, g, constant=not need_v) if need_x else None
-        return dv, dX, None
+        db = [parallel.column_sums(g) if need else None for need in need_bias]  # [] if none
+        return dv, dX, None, *db
 
 
 class Sddmm(SparseFunction):
@@ -232,13 +234,21 @@ def _need_sparse(name: str, A: Any) -> None:
         raise ShapeError(f"{name}: expected a SparseTensor, got {type(A).__name__}")
 
 
-def spmm(A: SparseTensor, X: Any) -> Tensor:
-    """A·X for dense X (N, F) or (N,): differentiable w.r.t. A.values and X."""
+def spmm(A: SparseTensor, X: Any, bias: Any = None) -> Tensor:
+    """A·X for dense X (N, F) or (N,): differentiable w.r.t. A.values and X. A `bias` (F,)
+    gives A·X + b as one op (a graph layer's propagation): added in place to the product's
+    rows while they are in cache, no second (rows, F) array; the same bits as `A @ X + b`."""
     _need_sparse("spmm", A)
     X = _dense(X, A.dtype)
     if X.ndim not in (1, 2) or X.shape[0] != A.shape[1]:
         raise ShapeError(f"spmm: cannot multiply sparse {A.shape} by dense {X.shape}")
-    return SpMM.apply(A.values, X, A._structure)
+    if bias is None:
+        return SpMM.apply(A.values, X, A._structure)
+    bias = _dense(bias, A.dtype)
+    if X.ndim != 2 or bias.shape != (X.shape[1],):
+        raise ShapeError(f"spmm: a bias for the product {A.shape} · {X.shape} must have shape "
+                         f"({X.shape[-1]},), got {bias.shape}")
+    return SpMM.apply(A.values, X, A._structure, bias)
 
 
 def dense_matmul(X: Any, A: SparseTensor) -> Tensor:

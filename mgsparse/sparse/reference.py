@@ -78,12 +78,13 @@ def gather(x: np.ndarray, index: np.ndarray) -> np.ndarray:
     return out
 
 
-def spmm(values: np.ndarray, X: np.ndarray, s: Any) -> np.ndarray:
-    """Y[i, :] = Σ_{k: row_k = i} values_k · X[col_k, :]."""
+def spmm(values: np.ndarray, X: np.ndarray, s: Any, bias: np.ndarray | None = None
+         ) -> np.ndarray:
+    """Y[i, :] = Σ_{k: row_k = i} values_k · X[col_k, :] (+ bias)."""
     Y = _zeros((s.shape[0],) + X.shape[1:])
     for k, (i, j) in enumerate(zip(s.row, s.col)):
         Y[i] = Y[i] + X[j] * values[k]  # X[j] first: a row array times a Value, elementwise
-    return Y
+    return Y if bias is None else Y + bias
 
 
 def sddmm(X: np.ndarray, Y: np.ndarray, s: Any) -> np.ndarray:

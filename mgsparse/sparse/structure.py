@@ -112,14 +112,17 @@ class CSRView:
         self._symmetric = (hit[0], bool(same))
         return bool(same)
 
-    def matmul(self, values: np.ndarray, X: np.ndarray, constant: bool = False) -> np.ndarray:
-        """A·X for dense X (cols,) or (cols, F): scipy's CSR kernel on fixed row blocks."""
+    def matmul(self, values: np.ndarray, X: np.ndarray, constant: bool = False,
+               bias: np.ndarray | None = None) -> np.ndarray:
+        """A·X for dense X (cols,) or (cols, F): scipy's CSR kernel on fixed row blocks. A
+        bias (F,) for a 2-d X is added to each block's rows while they are still in cache."""
         data = self.data(values, constant)
         rows, cols = self.template.shape
         X = np.ascontiguousarray(X)  # the kernel walks rows of X: a transposed view is copied
         out = np.zeros((rows, *X.shape[1:]), dtype=np.result_type(data, X))
         if data.dtype != X.dtype or out.size == 0 or X.ndim > 2:
-            return np.asarray(self.matrix(values) @ X)  # scipy's mixed-dtype and edge paths
+            out = np.asarray(self.matrix(values) @ X)  # scipy's mixed-dtype and edge paths
+            return out if bias is None else out + bias
         if self._blocks is None:
             self._blocks = parallel.nnz_blocks(self.indptr)
         ptr, idx = self.indptr, self.indices
@@ -132,6 +135,8 @@ class CSRView:
             def kernel(s, e):  # csr_matvecs adds row i of A·X into out[i]: out starts at 0
                 _sparsetools.csr_matvecs(e - s, cols, f, ptr[s:e + 1], idx, data, x_flat,
                                          out[s:e].reshape(-1))
+                if bias is not None:
+                    parallel.add_rows(out[s:e], bias, out[s:e])
         parallel.run_blocks(kernel, self._blocks)
         return out
 
@@ -228,9 +233,9 @@ class Structure:
         """Aᵀ as CSR for values in this structure's COO order."""
         return self.transposed().csr_matrix(values)
 
-    def matmul(self, values: np.ndarray, dense: np.ndarray, constant: bool = False
-               ) -> np.ndarray:
-        """A·dense, the forward of every sparse × dense product.
+    def matmul(self, values: np.ndarray, dense: np.ndarray, constant: bool = False,
+               bias: np.ndarray | None = None) -> np.ndarray:
+        """A·dense (+ bias), the forward of every sparse × dense product.
 
         A fixed A (`constant` values) of a canonical pattern that equals its transpose entry
         for entry (a GCN's Â of an undirected graph: `CSRView.symmetric`), where the product
@@ -249,8 +254,8 @@ class Structure:
                 and view.symmetric(values):  # None (first seen) or False: the CSR kernel
             out = view.t_matmul(values, dense)
             if out is not None:
-                return out
-        return view.matmul(values, dense, constant)
+                return out if bias is None else parallel.add_rows(out, bias, out)
+        return view.matmul(values, dense, constant, bias)
 
     def t_matmul(self, values: np.ndarray, dense: np.ndarray, constant: bool = False
                  ) -> np.ndarray:

@@ -76,9 +76,9 @@ def test_gcn_step_draws_every_op_once_per_use(recorded):
     # counted three ways: DOT op nodes, draw's own census, and the engine's recorded applications
     assert drawn == Counter(summarize(loss)) == Counter(name for name, _ in recorded)
     # by hand, for 2 GCNConv layers on karate (sparse one-hot X, dense Â at 16% density):
-    # X·W1 (SpMM), Â·(XW1) (MatMul), +b1, ReLU, Dropout, H·W2 and Â·(HW2) (MatMul),
-    # +b2, cross-entropy; the dropout of the constant input X records nothing
-    assert drawn == {"SpMM": 1, "MatMul": 3, "Add": 2, "Relu": 1, "Dropout": 1, "CrossEntropy": 1}
+    # X·W1 (SpMM), Â·(XW1) (MatMul), +b1, ReLU and the next dropout (one op), H·W2 and
+    # Â·(HW2) (MatMul), +b2, cross-entropy; the dropout of the constant input X records nothing
+    assert drawn == {"SpMM": 1, "MatMul": 3, "Add": 2, "ReluDropout": 1, "CrossEntropy": 1}
     edges_in = Counter(re.findall(r"  n\d+ -> (op\d+);", dot))
     # SpMM uses X's stored values, its index structure and W1: three edges
     assert ("SpMM", 3) in recorded
@@ -102,8 +102,10 @@ def test_writes_the_dot_of_the_first_step(run, tmp_path):
     result = run("graph", KARATE, "--out", target, "--format", "dot")
     assert result.exit_code == 0, result.output
     assert target.read_text() == to_dot(karate_step_loss())
-    # on the training rows' receptive field: X·W1, Â1·(XW1) and Â2·(HW2) are SpMMs (run/field.py)
-    assert ("9 op applications (Add 2, CrossEntropy 1, Dropout 1, MatMul 1, Relu 1, SpMM 3)"
+    # on the training rows' receptive field: X·W1, Â1·(XW1) + b1 and Â2·(HW2) + b2 are SpMMs
+    # (run/field.py), each bias added inside its propagation (sparse.spmm's bias); the ReLU
+    # and the next layer's dropout are one op (Tensor.relu_dropout)
+    assert ("6 op applications (CrossEntropy 1, MatMul 1, ReluDropout 1, SpMM 3)"
             in result.output)
     assert not (tmp_path / "karate.svg").exists()
 
@@ -150,7 +152,7 @@ def test_over_the_size_limit_writes_a_summary_with_a_warning(run, tmp_path):
     assert result.exit_code == 0, result.output
     assert "warning:" in result.output and "more than max_nodes=3" in result.output
     dot = (tmp_path / "g.dot").read_text()
-    assert "graph too large to draw: 19 values (max_nodes=3)" in dot and "op0" not in dot
+    assert "graph too large to draw: 16 values (max_nodes=3)" in dot and "op0" not in dot
 
 
 def test_usage_errors_exit_2_with_one_line(run, tmp_path):

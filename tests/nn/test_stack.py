@@ -159,3 +159,59 @@ def test_bad_stack_options_are_one_line_errors(rng):
     with pytest.raises(HyperparameterError, match=r"^jk 'max' needs equal layer widths"):
         MLP(3, 4, 2).stack_options([4, 2], 2, jk="max")
     assert MLP(3, 4, 2, jk="none", norm="none").jk_linear is None  # "none": the plain stack
+
+
+def _trained_step(model, x, *args):
+    """(logits, every parameter's gradient) of one training forward and backward."""
+    model.train()
+    out = model(x, *args)
+    out.backward(np.arange(out.size, dtype=out.dtype).reshape(out.shape) % 5 - 2.0)
+    return out.data.copy(), [p.grad.copy() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("layers", [2, 3])
+def test_relu_and_the_next_dropout_run_as_one_op_with_the_same_bits(rng, monkeypatch, layers):
+    """A hidden ReLU read only by the next dropout is fused with it (`relu_dropout`): the same
+    masks from the same generator, the same logits and gradients as the two ops."""
+    from mgsparse.engine.tensor import Function
+    from mgsparse.nn import GCN
+    from mgsparse.nn.stack import StackedModel
+    from tests.nn.test_gcn import EDGE_INDEX
+
+    x = Tensor(rng.standard_normal((4, 3)).astype(np.float32))
+    runs, applied = [], []
+    real_apply = Function.apply.__func__
+    monkeypatch.setattr(Function, "apply", classmethod(
+        lambda cls, *a: applied.append(cls.__name__) or real_apply(cls, *a)))
+    for fused in (True, False):
+        if not fused:
+            monkeypatch.setattr(StackedModel, "_relu_feeds_dropout", lambda self: False)
+        applied.clear()
+        model = GCN(3, 8, 2, layers=layers, dropout=0.5, rng=np.random.default_rng(1))
+        runs.append((_trained_step(model, x, EDGE_INDEX), applied.count("ReluDropout")))
+    ((fused_out, fused_grads), fused_ops), ((plain_out, plain_grads), plain_ops) = runs
+    assert (fused_ops, plain_ops) == (layers - 1, 0)
+    assert fused_out.tobytes() == plain_out.tobytes()
+    assert [g.tobytes() for g in fused_grads] == [g.tobytes() for g in plain_grads]
+
+
+@pytest.mark.parametrize("options, fused", [
+    ({}, 2), (dict(activation="elu"), 0), (dict(residual=True), 0), (dict(norm="layer"), 0),
+    (dict(jk="cat"), 0), (dict(dropout=0.0), 0), (dict(training=False), 0)])
+def test_relu_dropout_is_not_fused_where_something_else_reads_the_activation(
+        rng, monkeypatch, options, fused):
+    """Another activation, a residual, a norm or jumping knowledge keep the two ops apart; no
+    dropout (p = 0, or an evaluation pass) leaves no mask to fuse."""
+    from mgsparse.engine.tensor import Function
+    from mgsparse.nn import GCN
+    from tests.nn.test_gcn import EDGE_INDEX
+
+    applied = []
+    real_apply = Function.apply.__func__
+    monkeypatch.setattr(Function, "apply", classmethod(
+        lambda cls, *a: applied.append(cls.__name__) or real_apply(cls, *a)))
+    options = {"dropout": 0.5, **options}
+    training = options.pop("training", True)
+    model = GCN(3, 8, 2, layers=3, **options, rng=rng).train(training)
+    model(Tensor(rng.standard_normal((4, 3)).astype(np.float32)), EDGE_INDEX)
+    assert applied.count("ReluDropout") == fused

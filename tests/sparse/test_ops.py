@@ -33,6 +33,31 @@ def test_spmm_by_hand():
     np.testing.assert_array_equal(A.values.grad, [5, 13, 1, 13, 13])  # dv_k = G[row_k]·X[col_k]
 
 
+def test_spmm_with_a_bias_by_hand():
+    """A·X + b as one op: the product's rows plus b, and db = Σ_rows G."""
+    A = A34(requires_grad=True)
+    X = Tensor(np.arange(8, dtype=np.float32).reshape(4, 2), requires_grad=True)
+    b = Tensor([10.0, -1.0], requires_grad=True)
+    Y = spmm(A, X, b)
+    np.testing.assert_array_equal(Y.data, [[24, 16], [10, -1], [34, 30]])
+    Y.backward(np.arange(6, dtype=np.float32).reshape(3, 2))
+    np.testing.assert_array_equal(b.grad, [6, 9])
+    np.testing.assert_array_equal(X.grad, [[12, 15], [0, 1], [0, 0], [16, 22]])
+    np.testing.assert_array_equal(A.values.grad, [3, 7, 5, 59, 59])
+
+
+@pytest.mark.parametrize("X, bias, message", [
+    (np.ones((4, 2)), np.ones(3), "spmm: a bias for the product (3, 4) · (4, 2) must have shape "
+                                  "(2,), got (3,)"),
+    (np.ones(4), np.ones(1), "spmm: a bias for the product (3, 4) · (4,) must have shape (4,), "
+                             "got (1,)"),
+])
+def test_spmm_bias_shape_errors(X, bias, message):
+    with pytest.raises(ShapeError) as info:
+        spmm(A34(), X, bias)
+    assert message in str(info.value)
+
+
 def test_spmm_vector_and_numpy_operands():
     A = A34()
     np.testing.assert_array_equal((A @ np.ones(4)).data, [3, 0, 7])

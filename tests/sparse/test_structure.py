@@ -198,3 +198,23 @@ def test_a_fixed_rectangular_block_keeps_the_csr_kernel(rng, shape):
         assert s.csr()._symmetric[1] is False and s._T is None
         mixed = s.matmul(v, X.astype(np.float64), constant=True)
     np.testing.assert_allclose(mixed, m.toarray().astype(np.float64) @ X, rtol=1e-6)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_bias_added_inside_the_product_is_bitwise_the_product_plus_the_bias(rng, threads):
+    """Row blocks of the CSR kernel (a gradient-carrying A), the CSC read of a fixed symmetric
+    Â (its second product) and scipy's mixed-dtype path each give A·X + b to the bit."""
+    n = 2 * parallel.MIN_BLOCK_ROWS + 5  # several row blocks at two threads
+    A = _gcn_adjacency(n, 0.001, seed=6)
+    X = rng.standard_normal((n, 8)).astype(np.float32)
+    b = rng.standard_normal(8).astype(np.float32)
+    s, values = A._structure, A.values.data
+    with parallel.num_threads(threads):
+        want = s.csr().matrix(values) @ X + b
+        for constant in (False, True, True):  # the third call: the kept symmetric answer
+            got = s.matmul(values, X, constant=constant, bias=b)
+            assert got.dtype == np.float32 and got.tobytes() == want.tobytes(), constant
+        mixed = s.matmul(values, X.astype(np.float64), bias=b.astype(np.float64))
+        np.testing.assert_allclose(mixed, want, rtol=1e-5, atol=1e-5)
+        # one call's worth (one thread): the CSC read above was taken; two run row blocks
+        assert s.csr().symmetric(values) is (True if threads == 1 else None)
