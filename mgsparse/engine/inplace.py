@@ -18,9 +18,7 @@ the contexts of live graphs, released by the backward or when the graph is colle
 
 from __future__ import annotations
 
-import contextlib
 import weakref
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -122,19 +120,26 @@ def is_frozen(arr: np.ndarray) -> bool:
     return ref is not None and ref() is arr and not _root(arr).flags.writeable
 
 
-@contextlib.contextmanager
-def modified_in_place(t: Any) -> Iterator[np.ndarray]:
+class modified_in_place:  # lower case: used as a function, `with modified_in_place(t) as a:`
     """Write Tensor `t`'s data in place on purpose (an optimizer step, a state load).
 
     Bumps `t._version`, so a graph that saved the old values refuses its backward, and lifts
-    the read-only locks on its buffer for the duration of the write."""
-    arr = t.data
-    buf = _BUFFERS.get(id(_root(arr)))
-    if buf is not None:
-        buf.release()
-    try:
-        yield arr
-    finally:
-        t._version += 1
+    the read-only locks on its buffer for the duration of the write. A class rather than a
+    generator: an optimizer enters it once per parameter and step."""
+
+    __slots__ = ("buf", "t")
+
+    def __init__(self, t: Any):
+        self.t, self.buf = t, None
+
+    def __enter__(self) -> np.ndarray:
+        arr = self.t.data
+        self.buf = buf = _BUFFERS.get(id(arr if arr.base is None else _root(arr)))
         if buf is not None:
-            buf.relock()
+            buf.release()
+        return arr
+
+    def __exit__(self, *exc: object) -> None:
+        self.t._version += 1
+        if self.buf is not None:
+            self.buf.relock()

@@ -92,7 +92,8 @@ class Module:
 
     def _direct_members(self) -> Iterator[tuple[str, Any]]:
         for attr, value in vars(self).items():
-            yield from _members(value, attr)
+            if isinstance(value, _HOLDERS):  # most attributes hold plain values: one check
+                yield from _members(value, attr)
 
     def named_children(self) -> Iterator[tuple[str, Module]]:
         """Direct submodules, in attribute-assignment order."""
@@ -132,14 +133,18 @@ class Module:
                     below.append(m)
             stack.extend(reversed(below))
 
-    def _child_modules(self) -> Iterator[Module]:
+    def _child_modules(self) -> list[Module]:
         """Direct submodules in attribute order, as `named_children` finds them (repeats kept)."""
+        out = []
         for value in vars(self).values():
+            if not isinstance(value, _WALKED):  # most attributes hold plain values: one check
+                continue
             if isinstance(value, Module):
-                yield value
-            elif isinstance(value, (list, tuple, dict)):
+                out.append(value)
+            else:
                 items = value.values() if isinstance(value, dict) else value
-                yield from (item for item in items if isinstance(item, Module))
+                out.extend(item for item in items if isinstance(item, Module))
+        return out
 
     def named_parameters(self, prefix: str = "") -> list[tuple[str, Parameter]]:
         """(dotted name, Parameter) for every parameter below this module, each once.
@@ -246,6 +251,8 @@ class Module:
 
 
 _MEMBERS = (Parameter, Buffer, Module)  # what an attribute can hold that the walk reports
+_HOLDERS = (*_MEMBERS, list, tuple, dict)  # ... directly or inside a container
+_WALKED = (Module, list, tuple, dict)  # what may hold a submodule
 
 
 # ---------------------------------------------------------------- containers

@@ -40,6 +40,7 @@ class Optimizer:
         self.param_groups: list[dict[str, Any]] = []
         self.state: dict[int, dict[str, Any]] = {}  # id(param) -> its buffers
         self._workspace: dict[np.dtype, np.ndarray] = {}
+        self._views: dict[tuple, tuple] = {}  # (dtype, shape, count) -> (workspace, views)
         params = [params] if isinstance(params, Tensor) else list(params)
         if not params:
             raise HyperparameterError(f"{type(self).__name__} got an empty parameter list")
@@ -94,13 +95,21 @@ class Optimizer:
         raise NotImplementedError
 
     def _scratch(self, p: Tensor, count: int) -> tuple[np.ndarray, ...]:
-        """`count` temporaries shaped like p, carved from a flat buffer that only ever grows."""
-        n = p.size
-        buf = self._workspace.get(p.dtype)
+        """`count` temporaries shaped like p, carved from a flat buffer that only ever grows
+        (the views of a shape are kept with the buffer they were carved from)."""
+        data = p.data
+        buf = self._workspace.get(data.dtype)
+        key = (data.dtype, data.shape, count)
+        hit = self._views.get(key) if buf is not None else None
+        if hit is not None and hit[0] is buf:
+            return hit[1]
+        n = data.size
         if buf is None or buf.size < n * count:
-            buf = np.empty(n * count, dtype=p.dtype)
-            self._workspace[p.dtype] = buf
-        return tuple(buf[i * n:(i + 1) * n].reshape(p.shape) for i in range(count))
+            buf = np.empty(n * count, dtype=data.dtype)
+            self._workspace[data.dtype] = buf
+        views = tuple(buf[i * n:(i + 1) * n].reshape(data.shape) for i in range(count))
+        self._views[key] = (buf, views)
+        return views
 
     # ------------------------------------------------------------ checkpoints and memory
 

@@ -196,8 +196,8 @@ def test_relu_and_the_next_dropout_run_as_one_op_with_the_same_bits(rng, monkeyp
 
 
 @pytest.mark.parametrize("options, fused", [
-    ({}, 2), (dict(activation="elu"), 0), (dict(residual=True), 0), (dict(norm="layer"), 0),
-    (dict(jk="cat"), 0), (dict(dropout=0.0), 0), (dict(training=False), 0)])
+    ({}, 2), ({"activation": "elu"}, 0), ({"residual": True}, 0), ({"norm": "layer"}, 0),
+    ({"jk": "cat"}, 0), ({"dropout": 0.0}, 0), ({"training": False}, 0)])
 def test_relu_dropout_is_not_fused_where_something_else_reads_the_activation(
         rng, monkeypatch, options, fused):
     """Another activation, a residual, a norm or jumping knowledge keep the two ops apart; no

@@ -47,10 +47,10 @@ def test_spmm_with_a_bias_by_hand():
 
 
 @pytest.mark.parametrize("X, bias, message", [
-    (np.ones((4, 2)), np.ones(3), "spmm: a bias for the product (3, 4) · (4, 2) must have shape "
-                                  "(2,), got (3,)"),
-    (np.ones(4), np.ones(1), "spmm: a bias for the product (3, 4) · (4,) must have shape (4,), "
-                             "got (1,)"),
+    (np.ones((4, 2)), np.ones(3),
+     "spmm: a bias for the product (3, 4) · (4, 2) must have shape (2,), got (3,)"),
+    (np.ones(4), np.ones(1),
+     "spmm: a bias for the product (3, 4) · (4,) must have shape (4,), got (1,)"),
 ])
 def test_spmm_bias_shape_errors(X, bias, message):
     with pytest.raises(ShapeError) as info:
