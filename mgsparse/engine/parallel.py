@@ -309,8 +309,8 @@ def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.n
 def argmax_rows(z: np.ndarray) -> np.ndarray:
     """z.argmax(axis=1) for a 2-d z, in row blocks on the pool (each row's answer is the one
     call's); one call on one thread, where blocks gain nothing."""
-    if z.ndim != 2 or z.size < MIN_PARALLEL_ELEMENTS or get_num_threads() == 1:
-        return z.argmax(axis=1)
+    if z.ndim != 2 or len(z) < 2 * MIN_BLOCK_ROWS or get_num_threads() == 1:
+        return z.argmax(axis=1)  # numpy's set-up per row, not the columns, sets the cost
     out = np.empty(len(z), dtype=np.intp)
     run_blocks(lambda s, e: np.argmax(z[s:e], axis=1, out=out[s:e]), row_blocks(len(z)))
     return out
@@ -322,24 +322,34 @@ def sparse_rows(g: np.ndarray) -> np.ndarray | None:
     A loss on a few training nodes has a gradient that is zero on every other row, and a
     sparse product carries that one hop back per layer; the products below it then need
     only those rows. The test: |g|·1 (a BLAS pass, 6x faster than g.any(axis=1); NaN
-    counts as nonzero) marks the nonzero rows, block by block of rows, and stops as soon as
-    they are more than a quarter: a dense gradient is ruled out after reading about a
-    quarter of it, a sparse one is read once (a count of nonzero entries first read it
-    twice). The saving is most of the product.
+    counts as nonzero) marks the nonzero rows, block by block of rows on the pool, and stops
+    as soon as they are more than a quarter: a dense gradient is ruled out after reading
+    about a quarter of it, a sparse one is read once (a count of nonzero entries first read
+    it twice). The answer is the whole pass's at any thread count. The saving is most of the
+    product.
     """
     if g.ndim not in (1, 2) or len(g) < MIN_BLOCK_ROWS:
         return None
-    limit, step = SPARSE_ROWS_MAX * len(g), -(-len(g) // COUNT_BLOCKS)
+    n = len(g)
+    limit, step = SPARSE_ROWS_MAX * n, -(-n // COUNT_BLOCKS)
     ones = np.ones(g.shape[1], dtype=g.dtype) if g.ndim == 2 else None
-    found, count = [], 0
-    for start in range(0, len(g), step):
-        block = g[start:start + step]
-        rows = np.flatnonzero(block if ones is None else np.abs(block) @ ones)
-        count += len(rows)
-        if count > limit:
-            return None
-        found.append(rows + start)
-    return np.concatenate(found)
+    seen = [0]  # rows found so far; two threads may lose an update, never count one twice
+
+    def block(start: int, stop: int) -> np.ndarray:
+        rows = np.flatnonzero(g[start:stop] if ones is None else np.abs(g[start:stop]) @ ones)
+        seen[0] += len(rows)
+        if seen[0] > limit:  # at most the true count: more than a quarter for sure
+            raise _TooManyRows
+        return rows + start
+    try:  # the blocks on the pool: one thread stops at the first block over the limit
+        found = run_blocks(block, [(s, min(s + step, n)) for s in range(0, n, step)])
+    except _TooManyRows:
+        return None
+    return None if sum(map(len, found)) > limit else np.concatenate(found)
+
+
+class _TooManyRows(Exception):
+    """`sparse_rows` found more than its limit: the gradient is taken as dense."""
 
 
 def column_sums(g: np.ndarray) -> np.ndarray:
@@ -355,16 +365,17 @@ def column_sums(g: np.ndarray) -> np.ndarray:
 def matmul_tn(a: np.ndarray, g: np.ndarray) -> np.ndarray:
     """aᵀ·g for a (M, K), g (M, N) — the weight gradient of x·W: a sum over M rows.
 
-    Only the nonzero rows of g count (see `sparse_rows`). Otherwise each fixed row block
-    gives a (K, N) partial product, added in block order, so the rounding does not depend
-    on the thread count.
+    Only the nonzero rows of g count (see `sparse_rows`). Each fixed block of rows (of those
+    rows, or of all) gives a (K, N) partial product, added in block order, so the rounding
+    does not depend on the thread count.
     """
     if a.size * g.shape[1] < MIN_PARALLEL_WORK:
         return a.T @ g
     rows = sparse_rows(g)
-    if rows is not None:
-        return a[rows].T @ g[rows]
-    partials = run_blocks(lambda s, e: a[s:e].T @ g[s:e], row_blocks(a.shape[0]))
+    if rows is not None:  # those rows gathered and multiplied by blocks of them
+        partials = run_blocks(lambda s, e: a[rows[s:e]].T @ g[rows[s:e]], row_blocks(len(rows)))
+    else:
+        partials = run_blocks(lambda s, e: a[s:e].T @ g[s:e], row_blocks(a.shape[0]))
     out = partials[0]
     for p in partials[1:]:
         out += p

@@ -242,11 +242,13 @@ def test_sparse_rows_stops_early_with_the_answer_of_the_whole_pass(rng):
         zero_rows = np.setdiff1d(np.arange(n), nonzero)
         if len(zero_rows):
             g[zero_rows[0]] = -0.0  # a zero row, whatever its sign bits
-        got = parallel.sparse_rows(g)
-        if len(want) > 0.25 * n:
-            assert got is None, share
-        else:
-            np.testing.assert_array_equal(got, want)
+        for threads in (1, 2, 3):  # blocks on the pool: the same answer
+            set_num_threads(threads)
+            got = parallel.sparse_rows(g)
+            if len(want) > 0.25 * n:
+                assert got is None, (share, threads)
+            else:
+                np.testing.assert_array_equal(got, want)
         got_1d = parallel.sparse_rows(g[:, 3])
         nz_1d = np.flatnonzero(g[:, 3])
         assert (got_1d is None) if len(nz_1d) > 0.25 * n else np.array_equal(got_1d, nz_1d)
@@ -370,3 +372,21 @@ def test_add_rows_takes_the_plain_call_for_other_shapes(rng):
                  (rng.standard_normal((4, 3, 2)), rng.standard_normal(2))):
         out = np.empty_like(a)
         np.testing.assert_array_equal(parallel.add_rows(a, b, out), a + b)
+
+
+def test_a_row_sparse_weight_gradient_and_a_long_argmax_are_the_same_at_any_thread_count(rng):
+    """aᵀ·g over the nonzero rows of g runs by fixed blocks of those rows, and an argmax of many
+    short rows by row blocks: the same bits at 1, 2 and 3 threads, equal to the full products."""
+    n = 16 * parallel.MIN_BLOCK_ROWS  # 3 blocks' worth of nonzero rows: under a quarter
+    a = rng.standard_normal((n, 64)).astype(np.float32)
+    g = _row_sparse(rng, n, 16, 3 * parallel.MIN_BLOCK_ROWS).astype(np.float32)
+    z = np.round(rng.standard_normal((n, 5)), 1)  # ties: the first maximum wins
+    assert len(parallel.row_blocks(len(parallel.sparse_rows(g)))) > 1
+    results = []
+    for threads in (1, 2, 3):
+        set_num_threads(threads)
+        results.append(parallel.matmul_tn(a, g).tobytes())
+        np.testing.assert_array_equal(parallel.argmax_rows(z), z.argmax(axis=1))
+    assert results[0] == results[1] == results[2]
+    np.testing.assert_allclose(np.frombuffer(results[0], np.float32).reshape(64, 16),
+                               a.astype(np.float64).T @ g, rtol=1e-4, atol=1e-3)
