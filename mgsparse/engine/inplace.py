@@ -27,9 +27,10 @@ import numpy as np
 class _Buffer:
     """The locks on one memory buffer: how many holders, and which arrays we made read-only."""
 
-    __slots__ = ("flipped", "holders")
+    __slots__ = ("flipped", "holders", "key")
 
-    def __init__(self) -> None:
+    def __init__(self, key: int) -> None:
+        self.key = key  # id of the array that owns the memory
         self.holders = 0
         self.flipped: list[np.ndarray] = []  # arrays this module turned read-only
 
@@ -38,17 +39,16 @@ class _Buffer:
         flipped = self.flipped
         for arr in (flipped if len(flipped) < 2 else sorted(flipped, key=_depth)):
             try:
-                arr.flags.writeable = True
+                arr.setflags(write=True)
             except ValueError:  # a view of a frozen array (`freeze`) stays read-only
                 pass
 
     def relock(self) -> None:
         for arr in self.flipped:
-            arr.flags.writeable = False
+            arr.setflags(write=False)
 
 
 _BUFFERS: dict[int, _Buffer] = {}  # id(owning array) → its locks (a flipped array keeps it alive)
-_HELD: dict[int, int] = {}  # id(locked array) → how many holders counted it
 _FROZEN: dict[int, weakref.ref] = {}  # id(frozen array) → the array, while it lives
 
 
@@ -66,37 +66,32 @@ def _depth(arr: np.ndarray) -> int:
     return depth
 
 
-def lock(arr: np.ndarray) -> None:
-    """Make `arr` read-only for one more holder (an array read-only already, on a buffer this
-    module does not lock, is left alone: a user's frozen array stays frozen)."""
+def lock(arr: np.ndarray) -> _Buffer | None:
+    """Make `arr` read-only for one more holder; returns the lock, for `unlock`. None when
+    nothing was locked: an array read-only already, on a buffer this module does not lock, is
+    left alone (a user's frozen array stays frozen)."""
     flags = arr.flags
     key = id(arr if arr.base is None else _root(arr))  # stable: the holder keeps arr alive
     buf = _BUFFERS.get(key)
     if buf is None:
         if not flags.writeable:
-            return
-        buf = _BUFFERS[key] = _Buffer()
+            return None
+        buf = _BUFFERS[key] = _Buffer(key)
     buf.holders += 1
-    key_arr = id(arr)
-    _HELD[key_arr] = _HELD.get(key_arr, 0) + 1
     if flags.writeable:
-        flags.writeable = False
+        arr.setflags(write=False)
         buf.flipped.append(arr)
+    return buf
 
 
-def unlock(arr: np.ndarray) -> None:
-    """One holder fewer; the last holder on the buffer makes its arrays writeable again."""
-    key_arr = id(arr)
-    held = _HELD.pop(key_arr, 0)
-    if held == 0:
+def unlock(buf: _Buffer | None) -> None:
+    """One holder fewer on the lock `lock` returned; the last holder on the buffer makes its
+    arrays writeable again."""
+    if buf is None:
         return
-    if held > 1:
-        _HELD[key_arr] = held - 1
-    key = id(arr if arr.base is None else _root(arr))
-    buf = _BUFFERS[key]
     buf.holders -= 1
     if buf.holders == 0:
-        del _BUFFERS[key]
+        del _BUFFERS[buf.key]
         buf.release()
 
 

@@ -49,7 +49,6 @@ class Context:
         "guards",
         "needs_input_grad",
         "parents",
-        "saved_nbytes",
         "saved_tensors",
     )
 
@@ -58,12 +57,16 @@ class Context:
         self.parents = parents  # the op's positional arguments: Tensors and constants
         self.needs_input_grad = needs_input_grad
         self.saved_tensors: tuple = ()
-        self.saved_nbytes = 0
-        self.guards: tuple = ()  # (tensor, its version, its array) per input array saved
+        self.guards: tuple = ()  # (tensor, its version, its array's lock) per input saved
 
     def save_for_backward(self, *arrays: Any) -> None:
         self.saved_tensors = arrays
-        self.saved_nbytes = sum(getattr(a, "nbytes", 0) for a in arrays)
+
+    @property
+    def saved_nbytes(self) -> int:
+        """Bytes of the arrays saved for the backward (0 once freed): counted when the
+        memory report asks, not by every op."""
+        return sum(getattr(a, "nbytes", 0) for a in self.saved_tensors or ())
 
     def free(self) -> None:
         """Drop everything the backward needed; the graph above this node can be collected."""
@@ -81,8 +84,7 @@ class Context:
             arr = t.data
             for a in saved:
                 if a is arr:
-                    lock(arr)
-                    guards.append((t, t._version, arr))
+                    guards.append((t, t._version, lock(arr)))
                     break
         self.guards = tuple(guards)
 
@@ -96,8 +98,8 @@ class Context:
                     f"{t._version}, e.g. by optimizer.step()); call backward() first")
 
     def release(self) -> None:
-        for _, _, arr in self.guards:
-            unlock(arr)
+        for _, _, held in self.guards:
+            unlock(held)
         self.guards = ()
 
     def __del__(self) -> None:  # a graph dropped without backward releases its arrays too

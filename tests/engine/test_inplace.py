@@ -56,9 +56,10 @@ def test_is_frozen_names_only_arrays_that_can_never_change():
     from mgsparse.engine.inplace import is_frozen, lock, unlock
 
     locked = np.ones(3)
-    lock(locked)
+    held = lock(locked)
     assert not locked.flags.writeable and not is_frozen(locked)
-    unlock(locked)
+    unlock(held)
+    assert locked.flags.writeable
     base = np.ones(4)
     view = base[:2]
     freeze(view)
