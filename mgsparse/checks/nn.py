@@ -18,7 +18,17 @@ from collections.abc import Callable
 
 import numpy as np
 
-from mgsparse.checks.case import Case, Size, each, leaf, normal, scalar_mean
+from mgsparse.checks.case import (
+    DROPOUT_P,
+    Case,
+    Size,
+    dropout_rng,
+    dropout_scale,
+    each,
+    leaf,
+    normal,
+    scalar_mean,
+)
 from mgsparse.checks.engine import op
 from mgsparse.engine import Tensor, Value
 from mgsparse.nn import functional as F
@@ -26,7 +36,7 @@ from mgsparse.nn.cheb import ChebConv, scaled_laplacian
 from mgsparse.nn.gat import GATConv
 from mgsparse.nn.gcn import GCN, GCNConv, normalized_adjacency
 from mgsparse.nn.gcnii import GCNIILayer
-from mgsparse.nn.layers import LinearOp
+from mgsparse.nn.layers import LinearOp, dropout_linear
 from mgsparse.nn.module import Module
 from mgsparse.nn.sage import SAGEConv
 
@@ -211,4 +221,9 @@ LAYERS: list[Case] = [
 LINEAR = op("linear", lambda r, n, m: (normal(r, (n, m)), normal(r, (m, 3)), normal(r, (3,))),
             LinearOp.apply, lambda a, w, b: np.dot(a, w) + b, group="nn")  # x·W + b, fused
 
-CASES: list[Case] = [*LOSSES, LINEAR, *LAYERS]
+DROPOUT_LINEAR = op(  # (x·keep·scale)·W, fused: x needs its gradient here too
+    "dropout_linear", lambda r, n, m: (normal(r, (n, m)), normal(r, (m, 3))),
+    lambda x, w: dropout_linear(x, w, DROPOUT_P, dropout_rng()),
+    lambda a, w: np.dot(a * dropout_scale(a.shape), w), group="nn")
+
+CASES: list[Case] = [*LOSSES, LINEAR, DROPOUT_LINEAR, *LAYERS]

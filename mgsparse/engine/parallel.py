@@ -306,6 +306,30 @@ def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.n
     return out
 
 
+CACHE_ROWS = 1024  # rows of a block's computed operand made at once: ~0.5 MB at 128 floats
+
+
+def matmul_computed(rows_of: Callable[[Any], np.ndarray], shape: tuple[int, int],
+                    b: np.ndarray) -> np.ndarray:
+    """a·b for an (m, k) operand a that is never stored whole: `rows_of(index)` makes a[index]
+    for a slice of rows (dropout of a constant input, say), CACHE_ROWS at a time, each
+    multiplied while it is still in cache. The slices depend on m only, so any thread count
+    gives the same bits; against `matmul(a, b)`, whose BLAS calls take other row counts, a
+    row may differ in its last bit (BLAS rounds a row by where it falls in its call)."""
+    m, k = shape
+    out = np.empty((m, b.shape[1]), dtype=np.result_type(b.dtype, rows_of(slice(0, 0)).dtype))
+
+    def block(s, e):
+        for start in range(s, e, CACHE_ROWS):
+            stop = min(start + CACHE_ROWS, e)
+            np.matmul(rows_of(slice(start, stop)), b, out=out[start:stop])
+    if m * k * b.shape[1] < MIN_PARALLEL_WORK:
+        block(0, m)
+    else:
+        run_blocks(block, row_blocks(m))
+    return out
+
+
 def argmax_rows(z: np.ndarray) -> np.ndarray:
     """z.argmax(axis=1) for a 2-d z, in row blocks on the pool (each row's answer is the one
     call's); one call on one thread, where blocks gain nothing."""
@@ -369,13 +393,21 @@ def matmul_tn(a: np.ndarray, g: np.ndarray) -> np.ndarray:
     rows, or of all) gives a (K, N) partial product, added in block order, so the rounding
     does not depend on the thread count.
     """
-    if a.size * g.shape[1] < MIN_PARALLEL_WORK:
-        return a.T @ g
+    return matmul_tn_computed(a.__getitem__, a.shape, g)
+
+
+def matmul_tn_computed(rows_of: Callable[[Any], np.ndarray], shape: tuple[int, int],
+                       g: np.ndarray) -> np.ndarray:
+    """`matmul_tn(a, g)` for an (M, K) operand made on demand: `rows_of(index)` gives a[index]
+    for a slice or an array of row indices (dropout of a constant input: `nn.layers`)."""
+    if shape[0] * shape[1] * g.shape[1] < MIN_PARALLEL_WORK:
+        return rows_of(slice(None)).T @ g
     rows = sparse_rows(g)
     if rows is not None:  # those rows gathered and multiplied by blocks of them
-        partials = run_blocks(lambda s, e: a[rows[s:e]].T @ g[rows[s:e]], row_blocks(len(rows)))
+        partials = run_blocks(lambda s, e: rows_of(rows[s:e]).T @ g[rows[s:e]],
+                              row_blocks(len(rows)))
     else:
-        partials = run_blocks(lambda s, e: a[s:e].T @ g[s:e], row_blocks(a.shape[0]))
+        partials = run_blocks(lambda s, e: rows_of(slice(s, e)).T @ g[s:e], row_blocks(shape[0]))
     out = partials[0]
     for p in partials[1:]:
         out += p

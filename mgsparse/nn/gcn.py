@@ -20,7 +20,7 @@ from mgsparse.engine import Tensor
 from mgsparse.engine.inplace import freeze
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn.edges import FixedProduct, GraphCache, check_edge_index
-from mgsparse.nn.layers import LinearOp, glorot_
+from mgsparse.nn.layers import LinearOp, dropout_linear, glorot_
 from mgsparse.nn.module import Module, ModuleList, Parameter
 from mgsparse.nn.stack import StackedModel, stack_widths
 from mgsparse.sparse import SparseTensor, as_operand, gcn_norm, spmm
@@ -146,16 +146,26 @@ class GCNConv(Module):
         return normalized_adjacency(edges, num_nodes, edge_weight, self.sparsity_threshold,
                                     self.weight.dtype)
 
+    fuses_input_dropout = True  # forward takes `dropout=(p, rng, buffers)` (see forward)
+
     def forward(self, x: Tensor | SparseTensor, adj: Adjacency,
-                edge_weight: Tensor | None = None) -> Tensor:
+                edge_weight: Tensor | None = None,
+                dropout: tuple | None = None) -> Tensor:
+        """`dropout=(p, rng, buffers)`: x's inverted dropout, left to the layer by the model's
+        stack (the mask drawn from rng here, as the stack would have drawn it). Where W meets
+        a dense x first, the dropout and x·W run as one op (`nn.layers.dropout_linear`)."""
         norm_adj = self.norm_adj(adj, x.shape[0], edge_weight)
-        fixed = self.cached and FixedProduct.applies(norm_adj, x)
-        if fixed or propagates_first(norm_adj, x, self.out_features):
+        first = propagates_first(norm_adj, x, self.out_features)
+        if dropout is not None and (first or not isinstance(x, Tensor) or x.ndim != 2):
+            x, dropout = x.dropout(dropout[0], True, *dropout[1:]), None  # nothing to fuse with
+        fixed = self.cached and dropout is None and FixedProduct.applies(norm_adj, x)
+        if fixed or first:
             h = self._fixed.get(norm_adj, x) if fixed else norm_adj @ x  # (T, F_in)
             if self.bias is not None:  # x·W + b as one op: no second (T, F_out) array
                 return LinearOp.apply(h, self.weight, self.bias)
             return h @ self.weight
-        h = x @ self.weight  # (S, F_out), then Â·h + b (T, F_out)
+        # (S, F_out), then Â·h + b (T, F_out)
+        h = x @ self.weight if dropout is None else dropout_linear(x, self.weight, *dropout[:2])
         if isinstance(norm_adj, SparseTensor) and self.bias is not None:
             return spmm(norm_adj, h, self.bias)  # the bias added in place, as LinearOp does
         out = norm_adj @ h

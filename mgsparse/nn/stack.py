@@ -171,7 +171,12 @@ class StackedModel(Module):
         for i, layer in enumerate(layers):
             if i == last and self._before_last and self.jk is None:
                 return x
-            y = layer(x if dropped else self._dropout(x, step, i), *args)
+            if dropped:
+                y = layer(x, *args)
+            elif drawing and self._layer_drops(layer, x):  # its dropout fused with its product
+                y = layer(x, *args, dropout=(self.p, self.rng, self.buffers))
+            else:
+                y = layer(self._dropout(x, step, i), *args)
             dropped = fuse and i < last and isinstance(y, Tensor)
             if dropped:  # the activation and the next layer's dropout as one op, same bits
                 y = y.relu_dropout(self.p, True, self.rng, self.buffers)
@@ -184,6 +189,12 @@ class StackedModel(Module):
             return x
         h = self._jump([_rows(o, x.shape[0]) for o in outputs])
         return h if self._before_last else self.jk_linear(self._dropout(h, step, len(layers)))
+
+    def _layer_drops(self, layer: Any, x: Tensor | SparseTensor) -> bool:
+        """Whether `layer` takes the dropout of its dense input itself (`fuses_input_dropout`:
+        GCNConv, which may fuse it with x·W), masks drawn from `rng` as here."""
+        return (getattr(layer, "fuses_input_dropout", False) and not self.keyed_masks
+                and isinstance(x, Tensor))
 
     def _relu_feeds_dropout(self) -> bool:
         """Whether a hidden layer's ReLU output is read by the next layer's dropout only (no

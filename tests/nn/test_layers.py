@@ -138,3 +138,43 @@ def test_activations_match_numpy():
     assert Identity()(x) is x
     assert repr(ELU(0.5)) == "ELU(alpha=0.5)"
     assert repr(LeakyReLU(0.2)) == "LeakyReLU(negative_slope=0.2)"
+
+
+@pytest.mark.parametrize("rows, sparse_g", [(37, False), (20_000, False), (40_000, True)])
+def test_dropout_linear_is_dropout_then_the_product(rng, rows, sparse_g):
+    """x's dropout and x·W as one op: the same mask from the same generator, dW and dx bit for
+    bit the two ops' and the output to BLAS's rounding; the same bits at 1 and 2 threads.
+    Small, blocked, and a gradient zero outside a few rows (its rows gathered)."""
+    from mgsparse.engine import parallel
+    from mgsparse.nn.layers import DropoutLinearOp, dropout_linear
+
+    x = rng.standard_normal((rows, 64)).astype(np.float32)
+    w = rng.standard_normal((64, 8)).astype(np.float32)
+    g = rng.standard_normal((rows, 8)).astype(np.float32)
+    if sparse_g:
+        g[rng.random(rows) < 0.9] = 0.0  # a tenth of the rows: under a quarter
+    runs = []
+    for threads in (1, 2):
+        with parallel.num_threads(threads):
+            for fused in (True, False):
+                xt, wt = Tensor(x, requires_grad=True), Tensor(w, requires_grad=True)
+                r = np.random.default_rng(5)
+                out = dropout_linear(xt, wt, 0.5, r) if fused else xt.dropout(0.5, True, r) @ wt
+                assert (out._ctx.fn is DropoutLinearOp) == fused
+                out.backward(g)
+                runs.append((out.data, wt.grad.tobytes(), xt.grad.tobytes()))
+    fused_1, plain_1, fused_2, plain_2 = runs
+    assert fused_1[0].tobytes() == fused_2[0].tobytes() and plain_1[0].tobytes() == plain_2[0].tobytes()
+    np.testing.assert_allclose(fused_1[0], plain_1[0], rtol=1e-5, atol=1e-5)
+    assert fused_1[1:] == plain_1[1:] == fused_2[1:] == plain_2[1:]  # dW and dx: the same bits
+    assert parallel.CACHE_ROWS < rows or rows == 37
+
+
+def test_dropout_linear_off_and_bad_p():
+    from mgsparse.nn.layers import dropout_linear
+
+    x, w = Tensor(np.ones((2, 3), np.float32)), Tensor(np.ones((3, 1), np.float32))
+    np.testing.assert_array_equal(dropout_linear(x, w, 0.0, np.random.default_rng(0)).data,
+                                  [[3.0], [3.0]])
+    with pytest.raises(HyperparameterError, match=r"dropout probability must be in \[0, 1\)"):
+        dropout_linear(x, w, 1.0, np.random.default_rng(0))

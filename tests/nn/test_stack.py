@@ -215,3 +215,35 @@ def test_relu_dropout_is_not_fused_where_something_else_reads_the_activation(
     model = GCN(3, 8, 2, layers=3, **options, rng=rng).train(training)
     model(Tensor(rng.standard_normal((4, 3)).astype(np.float32)), EDGE_INDEX)
     assert applied.count("ReluDropout") == fused
+
+
+@pytest.mark.parametrize("widths, fused", [((16, 4, 3), "DropoutLinearOp"), ((3, 8, 2), "Dropout")])
+def test_a_gcn_layer_takes_its_input_dropout_and_fuses_it_with_x_w(rng, monkeypatch, widths,
+                                                                   fused):
+    """The stack leaves a dense input's dropout to GCNConv: W applied first (16 → 4), the
+    dropout and x·W are one op; the Â·x side first (3 → 8), the dropout is drawn alone. Either
+    way the same mask as the stack's own dropout, so the same logits (to BLAS's rounding of
+    the fused product) and gradients."""
+    from mgsparse.engine.tensor import Function
+    from mgsparse.nn import GCN
+    from mgsparse.nn.stack import StackedModel
+    from tests.nn.test_gcn import EDGE_INDEX
+
+    x = Tensor(rng.standard_normal((4, widths[0])).astype(np.float32))
+    applied, runs = [], []
+    real_apply = Function.apply.__func__
+    monkeypatch.setattr(Function, "apply", classmethod(
+        lambda cls, *a: applied.append(cls.__name__) or real_apply(cls, *a)))
+    for in_layer in (True, False):
+        if not in_layer:
+            monkeypatch.setattr(StackedModel, "_layer_drops", lambda self, layer, x: False)
+        applied.clear()
+        model = GCN(*widths, dropout=0.5, rng=np.random.default_rng(1))
+        runs.append((_trained_step(model, x, EDGE_INDEX), list(applied)))
+    ((out, grads), ops), ((plain_out, plain_grads), plain_ops) = runs
+    other = {"DropoutLinearOp": "Dropout", "Dropout": "DropoutLinearOp"}[fused]
+    assert ops.count(fused) == 1 and other not in ops  # the hidden dropout: ReluDropout
+    assert plain_ops.count("Dropout") == 1 and "DropoutLinearOp" not in plain_ops
+    np.testing.assert_allclose(out, plain_out, rtol=1e-5, atol=1e-6)
+    for g, plain in zip(grads, plain_grads):
+        np.testing.assert_allclose(g, plain, rtol=1e-4, atol=1e-6)
