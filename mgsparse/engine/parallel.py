@@ -357,23 +357,21 @@ def sparse_rows(g: np.ndarray) -> np.ndarray | None:
     n = len(g)
     limit, step = SPARSE_ROWS_MAX * n, -(-n // COUNT_BLOCKS)
     ones = np.ones(g.shape[1], dtype=g.dtype) if g.ndim == 2 else None
-    seen = [0]  # rows found so far; two threads may lose an update, never count one twice
+    seen, over = [0], [False]  # rows found so far (a lost update never counts one twice)
 
-    def block(start: int, stop: int) -> np.ndarray:
+    def block(start: int, stop: int) -> np.ndarray | None:
+        if over[0]:  # past the limit already: the blocks left are not read
+            return None
         rows = np.flatnonzero(g[start:stop] if ones is None else np.abs(g[start:stop]) @ ones)
         seen[0] += len(rows)
         if seen[0] > limit:  # at most the true count: more than a quarter for sure
-            raise _TooManyRows
+            over[0] = True
         return rows + start
-    try:  # the blocks on the pool: one thread stops at the first block over the limit
-        found = run_blocks(block, [(s, min(s + step, n)) for s in range(0, n, step)])
-    except _TooManyRows:
+    # on the pool; not an exception to stop: its traceback would hold g in a reference cycle
+    found = run_blocks(block, [(s, min(s + step, n)) for s in range(0, n, step)])
+    if over[0] or sum(map(len, found)) > limit:
         return None
-    return None if sum(map(len, found)) > limit else np.concatenate(found)
-
-
-class _TooManyRows(Exception):
-    """`sparse_rows` found more than its limit: the gradient is taken as dense."""
+    return np.concatenate(found)
 
 
 def column_sums(g: np.ndarray) -> np.ndarray:

@@ -390,3 +390,24 @@ def test_a_row_sparse_weight_gradient_and_a_long_argmax_are_the_same_at_any_thre
     assert results[0] == results[1] == results[2]
     np.testing.assert_allclose(np.frombuffer(results[0], np.float32).reshape(64, 16),
                                a.astype(np.float64).T @ g, rtol=1e-4, atol=1e-3)
+
+
+def test_a_dense_gradient_is_freed_as_soon_as_its_last_reference_goes(rng):
+    """`sparse_rows` stops its blocks without an exception: a raised one, kept in the pool's
+    error list, made a reference cycle through its traceback that held every dense gradient
+    it had looked at until the cyclic collector ran (+350 MB of peak RSS on the arxiv-shaped
+    epoch at two threads)."""
+    import gc
+    import weakref
+
+    for threads in (1, 2):
+        set_num_threads(threads)
+        gc.disable()
+        try:
+            g = rng.standard_normal((4 * parallel.MIN_BLOCK_ROWS, 8))
+            alive = weakref.ref(g)
+            assert parallel.sparse_rows(g) is None
+            del g
+            assert alive() is None, threads
+        finally:
+            gc.enable()
