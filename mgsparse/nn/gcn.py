@@ -23,6 +23,7 @@ from mgsparse.nn.edges import FixedProduct, GraphCache, check_edge_index
 from mgsparse.nn.layers import LinearOp, dropout_linear, glorot_
 from mgsparse.nn.module import Module, ModuleList, Parameter
 from mgsparse.nn.stack import StackedModel, stack_widths
+from mgsparse.nn.stack import dropout as drop
 from mgsparse.sparse import SparseTensor, as_operand, gcn_norm, spmm
 
 Adjacency = Any  # an edge list (2, E), a normalised SparseTensor or a dense Tensor
@@ -157,7 +158,7 @@ class GCNConv(Module):
         norm_adj = self.norm_adj(adj, x.shape[0], edge_weight)
         first = propagates_first(norm_adj, x, self.out_features)
         if dropout is not None and (first or not isinstance(x, Tensor) or x.ndim != 2):
-            x, dropout = x.dropout(dropout[0], True, *dropout[1:]), None  # nothing to fuse with
+            x, dropout = drop(x, dropout[0], True, *dropout[1:]), None  # nothing to fuse with
         fixed = self.cached and dropout is None and FixedProduct.applies(norm_adj, x)
         if fixed or first:
             h = self._fixed.get(norm_adj, x) if fixed else norm_adj @ x  # (T, F_in)

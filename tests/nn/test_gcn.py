@@ -307,3 +307,16 @@ def test_propagating_first_gives_a_hat_x_w_plus_b_and_its_gradients(rng):
 
     result = gradcheck(f, [x, conv.weight, conv.bias])
     assert result.passed and result.max_abs_err < 1e-7
+
+
+def test_a_layer_given_its_input_dropout_draws_the_stacks_mask_for_any_input(rng):
+    """`GCNConv(x, adj, dropout=(p, rng))` for sparse features or a narrow dense x (nothing to
+    fuse with): the mask the stack's own dropout draws from the same generator."""
+    from mgsparse.nn.stack import dropout
+
+    conv = GCNConv(5, 3, rng=rng)
+    dense = rng.standard_normal((4, 5)).astype(np.float32)
+    for x in (Tensor(dense), SparseTensor.from_dense(np.where(dense > 0, dense, 0))):
+        out = conv(x, EDGE_INDEX, dropout=(0.5, np.random.default_rng(2)))
+        want = conv(dropout(x, 0.5, True, np.random.default_rng(2)), EDGE_INDEX)
+        np.testing.assert_allclose(out.data, want.data, rtol=1e-6, atol=1e-6)
