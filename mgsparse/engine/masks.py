@@ -16,6 +16,8 @@ import sys
 
 import numpy as np
 
+from mgsparse.errors import HyperparameterError
+
 _CHUNK = 1 << 20  # 64-bit hashes computed at once: bounds the temporaries to a few MB
 RAW_BYTES_MIN = 64  # bytes from which `random_bytes` reads PCG64's raw outputs (1.3 kB: 2.2 µs, not 5.3)
 
@@ -27,6 +29,12 @@ def _precision(p: float) -> tuple[int, int]:
     if p * 256 == int(p * 256):
         return 8, int(p * 256)
     return 16, min(round(p * 65536), 65535)
+
+
+def check_probability(p: float) -> None:
+    """Refuse a dropout probability outside [0, 1) with one clear line."""
+    if not 0 <= p < 1:
+        raise HyperparameterError(f"dropout probability must be in [0, 1), got {p}")
 
 
 def keep_probability(p: float) -> float:

@@ -17,7 +17,6 @@ BLAS under it would put 2n threads on n cores (on a busy 2-core machine, a 100,0
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import itertools
 import os
 import threading
@@ -27,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from mgsparse.engine.blas import limit_blas_threads
 from mgsparse.errors import HyperparameterError
 
 ENV_VAR = "MGSPARSE_NUM_THREADS"
@@ -106,46 +106,6 @@ def num_threads(n: int | None) -> Iterator[int]:
         yield set_num_threads(n)
     finally:
         set_num_threads(previous)
-
-
-# ---------------------------------------------------------------- BLAS threads through ctypes
-
-
-_BLAS_SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
-                 "openblas_set_num_threads64_", "openblas_set_num_threads")
-
-
-def _openblas_libraries() -> list[ctypes.CDLL]:
-    """Every OpenBLAS this process has loaded (numpy's and scipy's wheels each bring one)."""
-    try:
-        with open("/proc/self/maps") as f:
-            paths = {line.split()[-1] for line in f if "openblas" in line.lower()}
-    except OSError:
-        return []
-    libs = []
-    for path in sorted(p for p in paths if p.startswith("/")):
-        with contextlib.suppress(OSError):
-            libs.append(ctypes.CDLL(path))
-    return libs
-
-
-def limit_blas_threads(n: int) -> int:
-    """Set every loaded OpenBLAS to `n` threads; returns how many libraries were set.
-
-    threadpoolctl does this for every BLAS and OpenMP runtime; we need one call on the
-    OpenBLAS that numpy's and scipy's wheels ship, so a few lines of ctypes do instead of
-    a dependency. Elsewhere (MKL, macOS Accelerate) set OMP_NUM_THREADS / MKL_NUM_THREADS
-    before starting Python.
-    """
-    done = 0
-    for lib in _openblas_libraries():
-        for name in _BLAS_SETTERS:
-            setter = getattr(lib, name, None)
-            if setter is not None:
-                setter(ctypes.c_int(n))
-                done += 1
-                break
-    return done
 
 
 # ---------------------------------------------------------------- blocks and the pool
@@ -317,7 +277,7 @@ def matmul_computed(rows_of: Callable[[Any], np.ndarray], shape: tuple[int, int]
     gives the same bits; against `matmul(a, b)`, whose BLAS calls take other row counts, a
     row may differ in its last bit (BLAS rounds a row by where it falls in its call)."""
     m, k = shape
-    out = np.empty((m, b.shape[1]), dtype=np.result_type(b.dtype, rows_of(slice(0, 0)).dtype))
+    out = np.empty((m, b.shape[1]), dtype=b.dtype)  # an op's operands share one dtype
 
     def block(s, e):
         for start in range(s, e, CACHE_ROWS):

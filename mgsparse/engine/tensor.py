@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine.inplace import lock, unlock
-from mgsparse.errors import HyperparameterError, MgsparseError, ShapeError
+from mgsparse.errors import MgsparseError, ShapeError
 
 _FLOATS = (np.float16, np.float32, np.float64)
 
@@ -333,8 +333,7 @@ class Tensor:
         scale is 1/P(keep) for the probability those bits realise, so E[out] = x exactly.
         `buffers` (an `engine.buffers.Buffers`) lends the output array, reused across epochs.
         """
-        if not 0 <= p < 1:
-            raise HyperparameterError(f"dropout probability must be in [0, 1), got {p}")
+        ops.check_probability(p)
         if not training or p == 0:
             return self
         rng = rng if rng is not None else np.random.default_rng()
@@ -345,8 +344,7 @@ class Tensor:
                      rng: np.random.Generator | None = None, buffers: Any = None):
         """`self.relu().dropout(p, training, rng, buffers)` as one op: the same mask drawn
         from `rng`, the same floats (`activations.ReluDropout`)."""
-        if not 0 <= p < 1:
-            raise HyperparameterError(f"dropout probability must be in [0, 1), got {p}")
+        ops.check_probability(p)
         if not training or p == 0:
             return self.relu()
         rng = rng if rng is not None else np.random.default_rng()

@@ -19,8 +19,7 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Tensor
-from mgsparse.engine.masks import hashed_keep_mask, kept_scale
-from mgsparse.errors import HyperparameterError
+from mgsparse.engine.masks import check_probability, hashed_keep_mask, kept_scale
 from mgsparse.sparse import SparseTensor
 
 _MASK64 = (1 << 64) - 1
@@ -53,8 +52,7 @@ def keyed_dropout(x: Tensor | SparseTensor, p: float, training: bool, key: int,
                   node_ids: np.ndarray | None = None) -> Tensor | SparseTensor:
     """Inverted dropout of `x` (rows are nodes) with the keyed mask; `node_ids` are the global
     ids of x's rows (default 0..N-1). A SparseTensor drops stored values only."""
-    if not 0 <= p < 1:
-        raise HyperparameterError(f"dropout probability must be in [0, 1), got {p}")
+    check_probability(p)
     if not training or p == 0:
         return x
     rows, width = x.shape

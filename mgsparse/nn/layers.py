@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Function, Tensor, parallel
-from mgsparse.engine.masks import keep_mask, kept_scale
+from mgsparse.engine.masks import check_probability, keep_mask, kept_scale
 from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.nn.module import Module, Parameter
 
@@ -103,8 +103,7 @@ def _scale_kept(d: np.ndarray, keep: np.ndarray, scale: Any) -> None:
 def dropout_linear(x: Tensor, w: Tensor, p: float, rng: np.random.Generator) -> Tensor:
     """`x.dropout(p, True, rng) @ w` for a dense 2-d x, as one op (`DropoutLinearOp`): the
     same mask drawn from `rng` at the same point (the product rounded by BLAS's row blocks)."""
-    if not 0 <= p < 1:
-        raise HyperparameterError(f"dropout probability must be in [0, 1), got {p}")
+    check_probability(p)
     if p == 0:
         return x @ w
     return DropoutLinearOp.apply(x, keep_mask(x.shape, p, rng), kept_scale(p), w)

@@ -54,12 +54,6 @@ def test_set_and_context_restore(monkeypatch):
         set_num_threads(0)
 
 
-def test_blas_is_set_to_one_thread_where_numpy_brings_openblas():
-    if not parallel._openblas_libraries():
-        pytest.skip("numpy is not linked to OpenBLAS here")
-    assert parallel.limit_blas_threads(1) >= 1
-
-
 def test_blocks_cover_the_rows_once_and_ignore_the_thread_count():
     for rows in (0, 1, 4095, 4097, 1_000_003):
         blocks = parallel.row_blocks(rows)

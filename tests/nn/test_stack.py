@@ -161,6 +161,18 @@ def test_bad_stack_options_are_one_line_errors(rng):
     assert MLP(3, 4, 2, jk="none", norm="none").jk_linear is None  # "none": the plain stack
 
 
+@pytest.fixture
+def applied(monkeypatch) -> list[str]:
+    """The name of every op applied from here on, in order (recorded or not)."""
+    from mgsparse.engine.tensor import Function
+
+    names: list[str] = []
+    real_apply = Function.apply.__func__
+    monkeypatch.setattr(Function, "apply", classmethod(
+        lambda cls, *a: names.append(cls.__name__) or real_apply(cls, *a)))
+    return names
+
+
 def _trained_step(model, x, *args):
     """(logits, every parameter's gradient) of one training forward and backward."""
     model.train()
@@ -170,19 +182,16 @@ def _trained_step(model, x, *args):
 
 
 @pytest.mark.parametrize("layers", [2, 3])
-def test_relu_and_the_next_dropout_run_as_one_op_with_the_same_bits(rng, monkeypatch, layers):
+def test_relu_and_the_next_dropout_run_as_one_op_with_the_same_bits(rng, monkeypatch, applied,
+                                                                    layers):
     """A hidden ReLU read only by the next dropout is fused with it (`relu_dropout`): the same
     masks from the same generator, the same logits and gradients as the two ops."""
-    from mgsparse.engine.tensor import Function
     from mgsparse.nn import GCN
     from mgsparse.nn.stack import StackedModel
     from tests.nn.test_gcn import EDGE_INDEX
 
     x = Tensor(rng.standard_normal((4, 3)).astype(np.float32))
-    runs, applied = [], []
-    real_apply = Function.apply.__func__
-    monkeypatch.setattr(Function, "apply", classmethod(
-        lambda cls, *a: applied.append(cls.__name__) or real_apply(cls, *a)))
+    runs = []
     for fused in (True, False):
         if not fused:
             monkeypatch.setattr(StackedModel, "_relu_feeds_dropout", lambda self: False)
@@ -199,17 +208,12 @@ def test_relu_and_the_next_dropout_run_as_one_op_with_the_same_bits(rng, monkeyp
     ({}, 2), ({"activation": "elu"}, 0), ({"residual": True}, 0), ({"norm": "layer"}, 0),
     ({"jk": "cat"}, 0), ({"dropout": 0.0}, 0), ({"training": False}, 0)])
 def test_relu_dropout_is_not_fused_where_something_else_reads_the_activation(
-        rng, monkeypatch, options, fused):
+        rng, applied, options, fused):
     """Another activation, a residual, a norm or jumping knowledge keep the two ops apart; no
     dropout (p = 0, or an evaluation pass) leaves no mask to fuse."""
-    from mgsparse.engine.tensor import Function
     from mgsparse.nn import GCN
     from tests.nn.test_gcn import EDGE_INDEX
 
-    applied = []
-    real_apply = Function.apply.__func__
-    monkeypatch.setattr(Function, "apply", classmethod(
-        lambda cls, *a: applied.append(cls.__name__) or real_apply(cls, *a)))
     options = {"dropout": 0.5, **options}
     training = options.pop("training", True)
     model = GCN(3, 8, 2, layers=3, **options, rng=rng).train(training)
@@ -218,22 +222,18 @@ def test_relu_dropout_is_not_fused_where_something_else_reads_the_activation(
 
 
 @pytest.mark.parametrize("widths, fused", [((16, 4, 3), "DropoutLinearOp"), ((3, 8, 2), "Dropout")])
-def test_a_gcn_layer_takes_its_input_dropout_and_fuses_it_with_x_w(rng, monkeypatch, widths,
-                                                                   fused):
+def test_a_gcn_layer_takes_its_input_dropout_and_fuses_it_with_x_w(rng, monkeypatch, applied,
+                                                                   widths, fused):
     """The stack leaves a dense input's dropout to GCNConv: W applied first (16 → 4), the
     dropout and x·W are one op; the Â·x side first (3 → 8), the dropout is drawn alone. Either
     way the same mask as the stack's own dropout, so the same logits (to BLAS's rounding of
     the fused product) and gradients."""
-    from mgsparse.engine.tensor import Function
     from mgsparse.nn import GCN
     from mgsparse.nn.stack import StackedModel
     from tests.nn.test_gcn import EDGE_INDEX
 
     x = Tensor(rng.standard_normal((4, widths[0])).astype(np.float32))
-    applied, runs = [], []
-    real_apply = Function.apply.__func__
-    monkeypatch.setattr(Function, "apply", classmethod(
-        lambda cls, *a: applied.append(cls.__name__) or real_apply(cls, *a)))
+    runs = []
     for in_layer in (True, False):
         if not in_layer:
             monkeypatch.setattr(StackedModel, "_layer_drops", lambda self, layer, x: False)
