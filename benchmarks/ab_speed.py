@@ -25,7 +25,11 @@ The earlier side is this tree with a few functions swapped for their versions at
 - `scatter`: a whole-graph GCN epoch (training step and scores) on the 100k SBM (`--nodes 0`:
   the arxiv-shaped graph) with `--rev`'s SpMM forward (every A on its own CSR, row blocks)
   against this tree's, which reads a fixed symmetric Â's own CSR as CSC on one call (at 2
-  threads both take the row blocks).
+  threads both take the row blocks);
+- `slices`: the `scatter` epoch at 2 threads with the products' CSC read cut by A's column
+  slices (`sparse/slices.py`) against the CSR kernel's row blocks that took their place
+  before: an in-tree switch (`structure.MIN_WIDTH` set beyond any width on the old side does
+  exactly what the code before the slices did), so `--rev` is not read.
 
 `--rev` must predate the change; its default (`REVS`) is the last revision before it. Prints the median
 step/epoch of each side (after one untimed round), new/old, and whether every loss was
@@ -38,6 +42,7 @@ bitwise the same (the training loss, and for gcn the validation loss too).
     python benchmarks/ab_speed.py elementwise --rev c1ffb82 --threads 2 --rounds 6
     python benchmarks/ab_speed.py sage --threads 1 --rounds 10
     python benchmarks/ab_speed.py scatter --nodes 100000 --threads 1 --rounds 10
+    python benchmarks/ab_speed.py slices --nodes 100000 --threads 2 --rounds 40
 
 The process keeps freed memory for reuse as `mgsparse train` does (`keep_freed_memory`).
 """
@@ -215,12 +220,28 @@ def scatter_sides(rev: str, nodes: int):
     return one_swap(ops.SpMM, "forward", _old_spmm_forward(rev), make_run)
 
 
+def slices_sides(rev: str, nodes: int):
+    """The `scatter` epoch with A's column slices (new) or the row blocks (old) at 2 threads:
+    `structure.MIN_WIDTH` beyond any width sends every product to the row blocks."""
+    from compare_pyg import MgsparseSide
+    from floor_gcn import arxiv_shaped_graph, synthetic_graph
+
+    from mgsparse.sparse import structure
+
+    def make_run():
+        side = MgsparseSide(graph, 0, False)
+        return lambda: gcn_epoch(side)
+
+    graph = synthetic_graph(nodes) if nodes else arxiv_shaped_graph()
+    return one_swap(structure, "MIN_WIDTH", 1 << 62, make_run)
+
+
 SIDES = {"gat": gat_sides, "attention": attention_sides, "sampled": sampled_sides,
          "elementwise": elementwise_sides, "gcn": gcn_sides, "sage": sage_sides,
-         "scatter": scatter_sides}
+         "scatter": scatter_sides, "slices": slices_sides}
 REVS = {"gat": "5fe5376", "attention": "b704e4c", "sampled": "5fe5376",
         "elementwise": "c1ffb82", "gcn": "2f38205",
-        "sage": "1f11607", "scatter": "24f3d39"}  # the last revision before each change
+        "sage": "1f11607", "scatter": "24f3d39", "slices": "98ad4e1"}  # the last revision before each change
 
 
 def main() -> None:

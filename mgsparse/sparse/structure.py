@@ -30,6 +30,7 @@ from scipy.sparse import _sparsetools  # the kernels behind scipy's csr @ dense
 
 from mgsparse.engine import parallel
 from mgsparse.engine.inplace import freeze
+from mgsparse.sparse.slices import MIN_WIDTH, ColumnSlices
 
 _INT32_MAX = np.iinfo(np.int32).max
 
@@ -37,8 +38,8 @@ _INT32_MAX = np.iinfo(np.int32).max
 class CSRView:
     """Row pointers, column indices and the COO→CSR permutation of one pattern."""
 
-    __slots__ = ("_blocks", "_permuted", "_symmetric", "entry_blocks", "indices", "indptr", "perm",
-                 "template")
+    __slots__ = ("_blocks", "_permuted", "_slices", "_symmetric", "entry_blocks", "indices",
+                 "indptr", "perm", "template")
 
     def __init__(self, indptr: np.ndarray, indices: np.ndarray, perm: np.ndarray | None,
                  shape: tuple[int, int]):
@@ -51,6 +52,7 @@ class CSRView:
         self.entry_blocks: list[tuple[int, int]] | None = None  # sparse.graph's row blocks
         self._permuted: tuple[weakref.ref, np.ndarray] | None = None
         self._symmetric: tuple[weakref.ref, bool | None] | None = None  # None: unsorted
+        self._slices: ColumnSlices | None = None  # for the pool's thread count
 
     def __repr__(self) -> str:
         order = "row-sorted" if self.perm is None else "permuted"
@@ -140,7 +142,8 @@ class CSRView:
         parallel.run_blocks(kernel, self._blocks)
         return out
 
-    def t_matmul(self, values: np.ndarray, X: np.ndarray) -> np.ndarray | None:
+    def t_matmul(self, values: np.ndarray, X: np.ndarray, constant: bool = False
+                 ) -> np.ndarray | None:
         """Aᵀ·X for dense X (rows,) or (rows, F) by scipy's CSC kernel on this view's own
         arrays (a CSR read as CSC is its transpose), or None where that does not apply.
 
@@ -150,22 +153,28 @@ class CSRView:
         1,433 input rows: ~160 µs against ~70 µs here). Read as CSC, A's CSR needs no copy.
 
         Only where the result is bitwise the one of `Structure.t_matmul`'s transposed view:
-        - the values are already in CSR order (`perm is None`). Then output row j receives
-          the entries of A's column j in row order (entries of one row in stored order),
-          which is exactly how the transpose's view lists them (a stable sort by column),
-          and both kernels add them one `y += a·x` at a time in that order;
-        - the product runs as one call (`parallel.runs_as_one_call`): the kernel scatters
-          into output rows from every input row, so it cannot be cut into the fixed blocks
-          of output rows that keep a result the same for any thread count.
-        Mixed dtypes and empty or >2-d operands keep the transposed view's scipy paths.
+        the values are already in CSR order (`perm is None`). Then output row j receives the
+        entries of A's column j in row order (entries of one row in stored order), which is
+        exactly how the transpose's view lists them (a stable sort by column), and both
+        kernels add them one `y += a·x` at a time in that order. The kernel scatters into
+        output rows from every input row, so it is not cut into row blocks: on more than one
+        thread it runs on A's column slices (`sparse.slices`: the same additions in the same
+        order per output row), for an X of at least `slices.MIN_WIDTH` columns; a narrower X
+        returns None there. `constant` keeps a fixed A's values sliced. Mixed dtypes and
+        empty or >2-d operands keep the transposed view's scipy paths.
         """
         rows, cols = self.template.shape
-        if self.perm is not None or not parallel.runs_as_one_call(cols):
+        if self.perm is not None:
+            return None
+        one_call = parallel.runs_as_one_call(cols)
+        if not one_call and (X.ndim != 2 or X.shape[1] < MIN_WIDTH):
             return None
         X = np.ascontiguousarray(X)
         if values.dtype != X.dtype or X.ndim not in (1, 2) or cols == 0 or X.size == 0:
             return None
         out = np.zeros((cols, *X.shape[1:]), dtype=X.dtype)
+        if not one_call:
+            return self.column_slices().scatter(values, X, out, constant)
         ptr, idx = self.indptr, self.indices
         if X.ndim == 1:
             _sparsetools.csc_matvec(cols, rows, ptr, idx, values, X, out)
@@ -173,6 +182,13 @@ class CSRView:
             _sparsetools.csc_matvecs(cols, rows, X.shape[1], ptr, idx, values, X.reshape(-1),
                                      out.reshape(-1))
         return out
+
+    def column_slices(self) -> ColumnSlices:
+        """One column slice per thread of the pool, built for this pattern once per count."""
+        count = parallel.get_num_threads()
+        if self._slices is None or self._slices.requested != count:
+            self._slices = ColumnSlices(self.indptr, self.indices, self.template.shape, count)
+        return self._slices
 
 
 def _index_dtype(nnz: int, shape: tuple[int, int]) -> type:
@@ -238,11 +254,11 @@ class Structure:
         """A·dense (+ bias), the forward of every sparse × dense product.
 
         A fixed A (`constant` values) of a canonical pattern that equals its transpose entry
-        for entry (a GCN's Â of an undirected graph: `CSRView.symmetric`), where the product
-        runs as one call, is multiplied as Aᵀ·dense by its own CSR read as CSC (`CSRView.
-        t_matmul`): for each row j, y[i] += A[j,i]·x[j] over its columns i. Output row i then
-        receives A[i,j]·x[j] in increasing j, one `y += a·x` at a time, exactly as the CSR
-        kernel adds a canonical row: bitwise the same result. It is faster because
+        for entry (a GCN's Â of an undirected graph: `CSRView.symmetric`) is multiplied as
+        Aᵀ·dense by its own CSR read as CSC (`CSRView.t_matmul`; on more than one thread, by
+        its column slices): for each row j, y[i] += A[j,i]·x[j] over its columns i. Output row
+        i then receives A[i,j]·x[j] in increasing j, one `y += a·x` at a time, exactly as the
+        CSR kernel adds a canonical row: bitwise the same result. It is faster because
         consecutive entries write different output rows, where the CSR kernel's writes to its
         one row wait on each other (`python benchmarks/ab_speed.py scatter`). A fixed A that
         is not symmetric keeps the CSR kernel: reading its transpose's view as CSC (16 bytes
@@ -250,11 +266,11 @@ class Structure:
         array's first product takes the CSR kernel: only a fixed A is multiplied again.
         """
         view = self.csr()
-        if constant and self.canonical and parallel.runs_as_one_call(self.shape[0]) \
-                and view.symmetric(values):  # None (first seen) or False: the CSR kernel
-            out = view.t_matmul(values, dense)
+        if constant and self.canonical and view.symmetric(values):  # None (first seen) or
+            out = view.t_matmul(values, dense, constant=True)       # False: the CSR kernel
             if out is not None:
-                return out if bias is None else parallel.add_rows(out, bias, out)
+                return out if bias is None else parallel.by_rows(
+                    lambda o, a: parallel.add_rows(a, bias, o), out, out)
         return view.matmul(values, dense, constant, bias)
 
     def t_matmul(self, values: np.ndarray, dense: np.ndarray, constant: bool = False
@@ -263,15 +279,16 @@ class Structure:
 
         A gradient that is zero outside a few rows (a loss on the training nodes only, and
         one hop back from it) takes only those rows of A: Aᵀ·G = Σ_{i: G[i] ≠ 0} A[i,:]ᵀ G[i].
-        Otherwise, where it runs as one call and A's values are in CSR order, A's own CSR
-        read as CSC (`CSRView.t_matmul`: no values permuted, bitwise the same). Else the
-        transpose's CSR view runs in parallel row blocks (the CSC view of A would scatter
-        into shared rows); its permuted values are cached for a `constant` A.
+        Otherwise, where A's values are in CSR order, A's own CSR read as CSC (`CSRView.
+        t_matmul`: no values permuted, bitwise the same; on more than one thread by A's
+        column slices, for a dense side of at least `slices.MIN_WIDTH` columns). Else the
+        transpose's CSR view runs in parallel row blocks; its permuted values are cached for
+        a `constant` A.
         """
         rows = parallel.sparse_rows(dense)
         if rows is not None:
             return self._t_matmul_rows(values, dense, rows, constant)
-        out = self.csr().t_matmul(values, dense)
+        out = self.csr().t_matmul(values, dense, constant)
         if out is not None:
             return out
         return self.transposed().csr().matmul(values, dense, constant)

@@ -2,7 +2,7 @@
 (stratified 10-fold cross-validation, each fold's best epoch picked on 10% of its training
 part), through the library as `mgsparse train CONFIG --folds 10` runs it. Folds are
 independent runs, so they run two at a time in forked workers (one per core); run i of
-`--folds 10` is fold i, so the figures are those of `--folds 10` (NCI1: its first three folds).
+`--folds 10` is fold i, so the figures are those of `--folds 10` (NCI1: its first two folds).
 Slow: deselect with -m 'not slow'."""
 
 from __future__ import annotations
@@ -59,11 +59,13 @@ def test_gin_on_mutag_over_ten_folds(tu):
     assert np.mean(accs) >= 0.85, accs
 
 
-def test_gin_on_nci1_first_three_folds(tu):
+def test_gin_on_nci1_first_two_folds(tu):
     """Errica et al. measure GIN at 80.0 ± 1.4% over ten folds; the floor is 78.5%. The ten
-    folds measured 79.41% ± 3.30 (docs/graph-classification.md); folds 0-2 gave 81.55, 81.31
-    and 85.92%, so this guards regressions, it does not re-measure the ten-fold figure."""
-    accs = fold_accuracies("nci1-gin.yaml", [0, 1, 2], tu)
+    folds measured 79.41% ± 3.30 (docs/graph-classification.md); folds 0 and 1 gave 81.55 and
+    81.31%, so this guards regressions, it does not re-measure the ten-fold figure. Two folds,
+    one on each of the two workers: a third ran alone after them and added half the suite's
+    time again (200 epochs of 4,110 graphs)."""
+    accs = fold_accuracies("nci1-gin.yaml", [0, 1], tu)
     assert np.mean(accs) >= 0.785, accs
 
 

@@ -85,16 +85,19 @@ def test_t_matmul_reading_the_csr_as_csc_is_bitwise_the_transposed_view(rng, dty
         assert took_csc == (name != "transposed view"), name  # its values are not in CSR order
 
 
-def test_t_matmul_as_csc_at_one_thread_is_bitwise_the_blocked_product_at_two(rng):
-    """Where the transpose's product is cut into blocks (>= 2 × MIN_BLOCK_ROWS output rows),
-    one thread reads A as CSC and two run the blocks: the same bits."""
+@pytest.mark.parametrize("width, sliced", [(4, False), (8, True)])
+def test_t_matmul_as_csc_at_one_thread_is_bitwise_the_product_at_two(rng, width, sliced):
+    """Where the transpose's product is cut (>= 2 × MIN_BLOCK_ROWS output rows), one thread
+    reads A as CSC in one call; two read it by A's column slices (a dense side of at least
+    `slices.MIN_WIDTH` columns) or run the transpose's row blocks: the same bits."""
     cols = 2 * parallel.MIN_BLOCK_ROWS + 5
     m = sp.random(300, cols, density=0.01, format="csr", dtype=np.float32, random_state=4)
     A = SparseTensor.from_scipy(m)
-    g = rng.standard_normal((300, 8)).astype(np.float32)
+    g = rng.standard_normal((300, width)).astype(np.float32)
     with parallel.num_threads(2):
-        assert A._structure.csr().t_matmul(A.values.data, g) is None  # the blocked path
+        assert (A._structure.csr().t_matmul(A.values.data, g) is not None) == sliced
         two = A._structure.t_matmul(A.values.data, g)
+        assert (A._structure._T is None) == sliced  # slices need no transpose
     with parallel.num_threads(1):
         assert A._structure.csr().t_matmul(A.values.data, g) is not None
         one = A._structure.t_matmul(A.values.data, g)
@@ -141,9 +144,9 @@ def test_symmetric_is_entry_for_entry_and_kept_for_the_array(rng):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_a_fixed_symmetric_product_reads_its_csr_as_csc_with_the_same_bits(rng, dtype,
                                                                           monkeypatch):
-    """Â·X of a fixed symmetric Â at one call is Âᵀ·X by the CSC kernel on Â's own CSR,
-    bitwise the CSR kernel's row blocks (at one thread and at two); a fixed non-symmetric A
-    and a trainable A keep the CSR kernel."""
+    """Â·X of a fixed symmetric Â is Âᵀ·X by the CSC kernel on Â's own CSR (at two threads
+    by its column slices), bitwise the CSR kernel's row blocks; a fixed non-symmetric A and a
+    trainable A keep the CSR kernel."""
     n = 2 * parallel.MIN_BLOCK_ROWS + 7  # two blocks of rows: the pool cuts it at 2 threads
     A = _gcn_adjacency(n, 3 / n, seed=6, dtype=dtype)
     s, v = A._structure, A.values.data
@@ -163,8 +166,10 @@ def test_a_fixed_symmetric_product_reads_its_csr_as_csc_with_the_same_bits(rng, 
         assert s.csr()._symmetric[1] is True and s._T is None  # no transpose built
     with parallel.num_threads(2):
         two = s.matmul(v, X, constant=True)
-    assert len(as_csc) == 1  # two threads: the row blocks
+        narrow = s.matmul(v, X[:, :4], constant=True)  # too narrow to slice: the row blocks
+    assert as_csc == [s.csr()] * 3 and s.csr()._slices.count == 2
     assert one.tobytes() == rows_kernel.tobytes() == two.tobytes() == first.tobytes()
+    assert narrow.tobytes() == s.csr().matmul(v, np.ascontiguousarray(X[:, :4])).tobytes()
     np.testing.assert_allclose(one, A.to_scipy() @ X, rtol=1e-5, atol=1e-6)
 
     B = SparseTensor.from_scipy(_random_pattern(n, 3 / n, seed=7, dtype=dtype))
@@ -176,7 +181,7 @@ def test_a_fixed_symmetric_product_reads_its_csr_as_csc_with_the_same_bits(rng, 
         trainable = A._structure.matmul(A.values.data.copy(), X, constant=False)
     assert got.tobytes() == B._structure.csr().matmul(B.values.data, X).tobytes()
     assert trainable.tobytes() == rows_kernel.tobytes()
-    assert len(as_csc) == 1  # neither the non-symmetric nor the trainable A took it
+    assert len(as_csc) == 3  # neither the non-symmetric nor the trainable A took it
 
 
 @pytest.mark.parametrize("shape", [(40, 70), (70, 40)])
@@ -216,5 +221,6 @@ def test_a_bias_added_inside_the_product_is_bitwise_the_product_plus_the_bias(rn
             assert got.dtype == np.float32 and got.tobytes() == want.tobytes(), constant
         mixed = s.matmul(values, X.astype(np.float64), bias=b.astype(np.float64))
         np.testing.assert_allclose(mixed, want, rtol=1e-5, atol=1e-5)
-        # one call's worth (one thread): the CSC read above was taken; two run row blocks
-        assert s.csr().symmetric(values) is (True if threads == 1 else None)
+        # the CSC read above was taken: one call, or the column slices at two threads
+        assert s.csr().symmetric(values) is True
+        assert (s.csr()._slices is not None) == (threads == 2)

@@ -1,0 +1,95 @@
+"""ColumnSlices: A's CSR cut by column ranges, each a CSR over all of A's rows, scattering
+Aᵀ·X on the pool with the bits of the one CSC call."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.sparse import _sparsetools
+
+from mgsparse.engine import parallel
+from mgsparse.sparse.slices import ColumnSlices
+
+
+def _one_call(m: sp.csr_matrix, X: np.ndarray) -> np.ndarray:
+    """Aᵀ·X by scipy's CSC kernel on A's CSR, in one call: the reference bits."""
+    rows, cols = m.shape
+    out = np.zeros((cols, X.shape[1]), dtype=X.dtype)
+    _sparsetools.csc_matvecs(cols, rows, X.shape[1], m.indptr, m.indices, m.data,
+                             X.reshape(-1), out.reshape(-1))
+    return out
+
+
+def _unsorted_with_repeats(rng, rows: int, cols: int, nnz: int) -> sp.csr_matrix:
+    """Rows in order, but columns within a row unsorted and repeated (CSR as built from COO
+    entries sorted stably by row), plus empty rows and columns."""
+    r = np.sort(rng.integers(0, rows - 3, nnz))  # the last 3 rows empty
+    c = rng.integers(0, cols // 2, nnz) * 2  # odd columns empty
+    indptr = np.zeros(rows + 1, dtype=np.int32)
+    np.cumsum(np.bincount(r, minlength=rows), out=indptr[1:])
+    data = rng.standard_normal(nnz).astype(np.float32)
+    return sp.csr_matrix((data, c.astype(np.int32), indptr), shape=(rows, cols))
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 7])
+def test_slices_hold_every_entry_once_in_stored_order(rng, count):
+    m = _unsorted_with_repeats(rng, 500, 900, 6000)
+    cut = ColumnSlices(m.indptr, m.indices, m.shape, count)
+    assert cut.count == count and cut.requested == count
+    seen = np.concatenate(cut.positions)
+    assert np.array_equal(np.sort(seen), np.arange(m.nnz))  # each entry in exactly one slice
+    sizes = [len(p) for p in cut.positions]
+    assert max(sizes) - min(sizes) <= m.nnz // count // 2  # about equal in entries
+    for pointers, indices, positions in zip(cut.pointers, cut.indices, cut.positions):
+        assert np.all(np.diff(positions) > 0)  # stored order kept
+        assert np.array_equal(indices, m.indices[positions])
+        row_of = np.repeat(np.arange(500), np.diff(m.indptr))
+        assert np.array_equal(np.repeat(np.arange(500), np.diff(pointers)), row_of[positions])
+    lows = [idx.min() for idx in cut.indices]
+    highs = [idx.max() for idx in cut.indices]
+    assert all(h < lo for h, lo in zip(highs, lows[1:]))  # disjoint column ranges, in order
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("count", [2, 5])
+def test_scatter_is_bitwise_the_one_csc_call(rng, threads, count):
+    """Output row i gets its entries in the one call's order in any slice: the same bits."""
+    m = _unsorted_with_repeats(rng, 700, 1000, 9000)
+    X = rng.standard_normal((700, 16)).astype(np.float32)
+    cut = ColumnSlices(m.indptr, m.indices, m.shape, count)
+    with parallel.num_threads(threads):
+        got = cut.scatter(m.data, X, np.zeros((1000, 16), np.float32))
+    want = _one_call(m, X)
+    assert got.tobytes() == want.tobytes()
+    np.testing.assert_allclose(got, m.T @ X, rtol=1e-4, atol=1e-5)
+
+
+def test_a_fixed_arrays_slices_are_kept_and_the_array_frozen(rng):
+    m = _unsorted_with_repeats(rng, 300, 400, 2000)
+    cut = ColumnSlices(m.indptr, m.indices, m.shape, 2)
+    values, X = m.data.copy(), rng.standard_normal((300, 8)).astype(np.float32)
+    first = cut.scatter(values, X, np.zeros((400, 8), np.float32), constant=True)
+    kept = cut._kept[1]
+    again = cut.scatter(values, X, np.zeros((400, 8), np.float32), constant=True)
+    assert cut._kept[1] is kept and first.tobytes() == again.tobytes()
+    with pytest.raises(ValueError, match="read-only"):
+        values[0] = 1.0  # a write would meet stale slices: refused
+    other = m.data * 2  # another array: sliced afresh, not the kept copy
+    doubled = cut.scatter(other, X, np.zeros((400, 8), np.float32), constant=True)
+    assert doubled.tobytes() == _one_call(sp.csr_matrix((other, m.indices, m.indptr),
+                                                        shape=m.shape), X).tobytes()
+    changing = cut.scatter(other + 1, X, np.zeros((400, 8), np.float32))  # gathered per call
+    assert cut._kept[1] is not kept and cut._kept[0]() is other
+    np.testing.assert_allclose(changing, (sp.csr_matrix((other + 1, m.indices, m.indptr),
+                                                        shape=m.shape)).T @ X, rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_few_columns_give_fewer_slices_never_an_empty_range(rng):
+    m = sp.csr_matrix(rng.standard_normal((50, 3)).astype(np.float32))
+    cut = ColumnSlices(m.indptr, m.indices, m.shape, 8)
+    assert cut.count <= 3 and cut.requested == 8
+    X = rng.standard_normal((50, 8)).astype(np.float32)
+    got = cut.scatter(m.data, X, np.zeros((3, 8), np.float32))
+    assert got.tobytes() == _one_call(m, X).tobytes()
