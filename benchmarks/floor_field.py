@@ -313,6 +313,7 @@ def thread_gain(epochs: int, seed: int) -> None:
     same = record[sides[0].name]["last"] == record[sides[1].name]["last"]
     print(f"  2 threads / 1 thread: {two / one:.3f} (median epoch; never slower: <= 1.0); "
           f"scores bitwise equal: {same}")
+    record_ratio("1 thread", 2, two, one)  # speed_table's gain column: one / two
 
 
 if __name__ == "__main__":

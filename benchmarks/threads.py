@@ -13,6 +13,9 @@
    same output row as the one before) and by Âᵀ's CSR read as CSC (`Structure.matmul` on a
    fixed Â: consecutive entries write different rows), alternating, and whether they agree
    bitwise.
+5. Slices: the same at 2 threads, where `Structure.matmul` cuts the CSC read by Â's column
+   slices (`mgsparse/sparse/slices.py`, one scatter per thread; for `--features` of at
+   least `slices.MIN_WIDTH`), against the CSR kernel's row blocks on the pool.
 
     python benchmarks/threads.py [--nodes 1000000] [--features 16] [--repeat 5]
                                  [--graph synthetic | arxiv-shaped]
@@ -65,23 +68,24 @@ def streaming(thread_counts: list[int], repeat: int) -> None:
         print(f"streaming y = 2x, {n} thread(s): {2 * x.nbytes / statistics.median(ms[1:]) / 1e9:.1f} GB/s")
 
 
-def kernels(s, v: np.ndarray, X: np.ndarray, repeat: int) -> None:
-    """Â·X at one thread: the CSR kernel's row blocks against the CSC path of a fixed Â."""
-    set_num_threads(1)
+def kernels(s, v: np.ndarray, X: np.ndarray, repeat: int, threads: int = 1) -> None:
+    """Â·X at `threads` threads: the CSR kernel's row blocks against `Structure.matmul` on a
+    fixed Â (the CSC read: one call at one thread, Â's column slices at more)."""
+    set_num_threads(threads)
     s.matmul(v, X, constant=True)  # an array's first product takes the CSR kernel; not timed
+    path = "CSC kernel" if threads == 1 else "column slices"
     sides = {"CSR kernel, row blocks": lambda: s.csr().matmul(v, X),
-             "CSC kernel, Structure.matmul": lambda: s.matmul(v, X, constant=True)}
+             f"{path}, Structure.matmul": lambda: s.matmul(v, X, constant=True)}
     times, results = {name: [] for name in sides}, {}
     for _ in range(repeat):
         for name, fn in sides.items():
             t0 = time.perf_counter()
             results[name] = fn()
             times[name].append((time.perf_counter() - t0) * 1e3)
-    same = results["CSR kernel, row blocks"].tobytes() == \
-        results["CSC kernel, Structure.matmul"].tobytes()
+    first, second = results.values()
     for name, ms in times.items():
-        print(f"Â·X, 1 thread, {name:29}: median {statistics.median(ms):7.2f} ms")
-    print(f"  bitwise equal: {same}")
+        print(f"Â·X, {threads} thread(s), {name:32}: median {statistics.median(ms):7.2f} ms")
+    print(f"  bitwise equal: {first.tobytes() == second.tobytes()}")
 
 
 def main() -> None:
@@ -123,6 +127,7 @@ def main() -> None:
               f"speed-up {statistics.median(times[first, op]) / statistics.median(ms):.2f}x, "
               f"bitwise equal to {first} thread(s): {same}")
     kernels(s, v, X, 4 * args.repeat)
+    kernels(s, v, X, 4 * args.repeat, threads=2)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,8 @@ def test_a_cell_shows_the_side_against_its_peer_in_thread_order():
     assert speed_table.cell(got, "numpy floor", "mgsparse") == "numpy floor not measured"
     assert speed_table.thread_gain(got) == "1.67×"  # 100 ms at 1 thread, 60 at 2
     assert speed_table.thread_gain([line("DGL", 1, 100.0, 80.0)]) == "–"
+    own = line("1 thread", 2, 50.0, 90.0)  # thread_gain.py: 90 ms at 1 thread, 50 at 2
+    assert speed_table.thread_gain([*got, own]) == "1.80×"  # taken before the side-by-side's
 
 
 def test_the_table_lists_measured_rows_with_their_commands():
