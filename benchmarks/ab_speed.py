@@ -26,10 +26,11 @@ The earlier side is this tree with a few functions swapped for their versions at
   the arxiv-shaped graph) with `--rev`'s SpMM forward (every A on its own CSR, row blocks)
   against this tree's, which reads a fixed symmetric Â's own CSR as CSC on one call (at 2
   threads both take the row blocks);
-- `slices`: the `scatter` epoch at 2 threads with the products' CSC read cut by A's column
-  slices (`sparse/slices.py`) against the CSR kernel's row blocks that took their place
-  before: an in-tree switch (`structure.MIN_WIDTH` set beyond any width on the old side does
-  exactly what the code before the slices did), so `--rev` is not read.
+- `slices`: the `scatter` epoch with the products' CSC read cut by A's column slices
+  (`sparse/slices.py`) against what ran before them (at 2 threads the CSR kernel's row
+  blocks, at 1 one call): an in-tree switch (`slices.MIN_WIDTH` and `slices.SLICE_BYTES` set
+  beyond any width and size on the old side do exactly what the code before the slices did),
+  so `--rev` is not read. `--model sage` takes a whole-graph GraphSAGE step instead.
 
 `--rev` must predate the change; its default (`REVS`) is the last revision before it. Prints the median
 step/epoch of each side (after one untimed round), new/old, and whether every loss was
@@ -43,6 +44,7 @@ bitwise the same (the training loss, and for gcn the validation loss too).
     python benchmarks/ab_speed.py sage --threads 1 --rounds 10
     python benchmarks/ab_speed.py scatter --nodes 100000 --threads 1 --rounds 10
     python benchmarks/ab_speed.py slices --nodes 100000 --threads 2 --rounds 40
+    python benchmarks/ab_speed.py slices --model sage --threads 1 --rounds 10
 
 The process keeps freed memory for reuse as `mgsparse train` does (`keep_freed_memory`).
 """
@@ -220,20 +222,33 @@ def scatter_sides(rev: str, nodes: int):
     return one_swap(ops.SpMM, "forward", _old_spmm_forward(rev), make_run)
 
 
-def slices_sides(rev: str, nodes: int):
-    """The `scatter` epoch with A's column slices (new) or the row blocks (old) at 2 threads:
-    `structure.MIN_WIDTH` beyond any width sends every product to the row blocks."""
-    from compare_pyg import MgsparseSide
+def slices_sides(rev: str, nodes: int, model: str = "gcn"):
+    """The `scatter` epoch (or a GraphSAGE step) with A's column slices (new) or without
+    (old): `slices.MIN_WIDTH` and `SLICE_BYTES` beyond any width and size send every
+    product where it went before them."""
     from floor_gcn import arxiv_shaped_graph, synthetic_graph
 
-    from mgsparse.sparse import structure
-
-    def make_run():
-        side = MgsparseSide(graph, 0, False)
-        return lambda: gcn_epoch(side)
+    from mgsparse.sparse import slices
 
     graph = synthetic_graph(nodes) if nodes else arxiv_shaped_graph()
-    return one_swap(structure, "MIN_WIDTH", 1 << 62, make_run)
+
+    def make_run():
+        if model == "sage":
+            from compare_gat import MgsparseSide as StepSide
+
+            side = StepSide(graph, 0, "sage")
+            return side.step
+        from compare_pyg import MgsparseSide
+
+        side = MgsparseSide(graph, 0, False)
+        return lambda: gcn_epoch(side)
+    runs = [make_run(), make_run()]
+    now = (slices.MIN_WIDTH, slices.SLICE_BYTES)
+
+    def use(width: int, size: int) -> None:
+        slices.MIN_WIDTH, slices.SLICE_BYTES = width, size
+    return {"old": (lambda: use(1 << 62, 1 << 62), runs[0]),
+            "new": (lambda: use(*now), runs[1])}
 
 
 SIDES = {"gat": gat_sides, "attention": attention_sides, "sampled": sampled_sides,
@@ -250,6 +265,7 @@ def main() -> None:
     parser.add_argument("--rev", help="the earlier revision (default: the one that predates "
                         "the work's change, REVS)")
     parser.add_argument("--nodes", type=int, default=100_000, help="gat, attention and sage")
+    parser.add_argument("--model", choices=["gcn", "sage"], default="gcn", help="slices only")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
@@ -259,7 +275,8 @@ def main() -> None:
     from compare_sampled import set_threads
 
     set_threads(args.threads)
-    sides = SIDES[args.work](args.rev, args.nodes)
+    sides = (slices_sides(args.rev, args.nodes, args.model) if args.work == "slices"
+             else SIDES[args.work](args.rev, args.nodes))
     times = {k: [] for k in sides}
     losses = {k: [] for k in sides}
     for r in range(args.rounds + 1):  # round 0 builds the caches: not timed

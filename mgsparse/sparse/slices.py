@@ -14,6 +14,11 @@ result for any number of slices. So there are as many slices as the pool has thr
 to equal entry counts (at 2 threads on that graph: 5.7 ms, where the CSR kernel's row blocks
 took 8.4).
 
+Slices pay on one thread too, once the output outgrows the cache: the scatter's writes land
+anywhere in it, and each slice keeps them within its own range of output rows while X is read
+in order. At 64 columns on a 100,000-node Â (a 25.6 MB output), 45.7 ms in one call against
+16.5 ms in three slices; at 16 columns (6.4 MB) one call stays the fastest (`count`).
+
 The price: every slice walks all of A's row pointers and reads each row of X with an entry
 in it, work that the columns of X do not pay back when X is narrow (`MIN_WIDTH`). The
 index copy costs 4 bytes an entry and the positions 4 or 8; a fixed A's values are kept
@@ -31,6 +36,27 @@ from mgsparse.engine import parallel
 from mgsparse.engine.inplace import freeze
 
 MIN_WIDTH = 8  # columns of X from which the slices beat the CSR kernel's row blocks
+SLICE_BYTES = 8 << 20  # output bytes a slice is cut to: a quarter of this machine's 32 MB L3
+
+
+def count(out_rows: int, X: np.ndarray) -> int:
+    """How many slices Aᵀ·X takes (1: one call): one per thread where the pool cuts the work,
+    more where the output exceeds SLICE_BYTES a slice. 0 where slices cannot run: more than
+    one thread and an X narrower than MIN_WIDTH (the CSR kernel's row blocks do better)."""
+    width = X.shape[1] if X.ndim == 2 else 1
+    by_size = max(1, round(out_rows * width * X.itemsize / SLICE_BYTES))
+    if parallel.runs_as_one_call(out_rows):
+        return by_size
+    if width < MIN_WIDTH:
+        return 0
+    return max(parallel.get_num_threads(), by_size)
+
+
+def scatter_pays(out_rows: int, X: np.ndarray) -> bool:
+    """Whether A·X of a fixed A that is not its own transpose should scatter through Aᵀ's
+    CSR (`Structure.matmul`): an output of at least SLICE_BYTES, where the CSR kernel's
+    gathers and its writes to one row at a time cost about three times the sliced scatter."""
+    return X.ndim == 2 and out_rows * X.shape[1] * X.itemsize >= SLICE_BYTES
 
 
 class ColumnSlices:

@@ -30,7 +30,8 @@ from scipy.sparse import _sparsetools  # the kernels behind scipy's csr @ dense
 
 from mgsparse.engine import parallel
 from mgsparse.engine.inplace import freeze
-from mgsparse.sparse.slices import MIN_WIDTH, ColumnSlices
+from mgsparse.sparse import slices
+from mgsparse.sparse.slices import ColumnSlices
 
 _INT32_MAX = np.iinfo(np.int32).max
 
@@ -156,36 +157,39 @@ class CSRView:
         the values are already in CSR order (`perm is None`). Then output row j receives the
         entries of A's column j in row order (entries of one row in stored order), which is
         exactly how the transpose's view lists them (a stable sort by column), and both
-        kernels add them one `y += a·x` at a time in that order. The kernel scatters into
-        output rows from every input row, so it is not cut into row blocks: on more than one
-        thread it runs on A's column slices (`sparse.slices`: the same additions in the same
-        order per output row), for an X of at least `slices.MIN_WIDTH` columns; a narrower X
-        returns None there. `constant` keeps a fixed A's values sliced. Mixed dtypes and
-        empty or >2-d operands keep the transposed view's scipy paths.
+        kernels add them one `y += a·x` at a time in that order.
         """
-        rows, cols = self.template.shape
         if self.perm is not None:
             return None
-        one_call = parallel.runs_as_one_call(cols)
-        if not one_call and (X.ndim != 2 or X.shape[1] < MIN_WIDTH):
-            return None
+        return self.scatter(values, X, constant)
+
+    def scatter(self, data: np.ndarray, X: np.ndarray, constant: bool = False
+                ) -> np.ndarray | None:
+        """Aᵀ·X from `data`, the values in this view's CSR order, by the CSC kernel: one call,
+        or A's column slices (`sparse.slices`: the same additions in the same order per output
+        row) where the pool cuts the work or the output outgrows the cache; None where slices
+        would be needed but X is too narrow for them to pay (`slices.count`). `constant` keeps
+        a fixed A's values sliced. Mixed dtypes and empty or >2-d operands: None."""
+        rows, cols = self.template.shape
         X = np.ascontiguousarray(X)
-        if values.dtype != X.dtype or X.ndim not in (1, 2) or cols == 0 or X.size == 0:
+        if data.dtype != X.dtype or X.ndim not in (1, 2) or cols == 0 or X.size == 0:
+            return None
+        count = slices.count(cols, X)
+        if count == 0:
             return None
         out = np.zeros((cols, *X.shape[1:]), dtype=X.dtype)
-        if not one_call:
-            return self.column_slices().scatter(values, X, out, constant)
+        if count > 1:
+            return self.column_slices(count).scatter(data, X, out, constant)
         ptr, idx = self.indptr, self.indices
         if X.ndim == 1:
-            _sparsetools.csc_matvec(cols, rows, ptr, idx, values, X, out)
+            _sparsetools.csc_matvec(cols, rows, ptr, idx, data, X, out)
         else:
-            _sparsetools.csc_matvecs(cols, rows, X.shape[1], ptr, idx, values, X.reshape(-1),
+            _sparsetools.csc_matvecs(cols, rows, X.shape[1], ptr, idx, data, X.reshape(-1),
                                      out.reshape(-1))
         return out
 
-    def column_slices(self) -> ColumnSlices:
-        """One column slice per thread of the pool, built for this pattern once per count."""
-        count = parallel.get_num_threads()
+    def column_slices(self, count: int) -> ColumnSlices:
+        """`count` column slices of this pattern, built once per count."""
         if self._slices is None or self._slices.requested != count:
             self._slices = ColumnSlices(self.indptr, self.indices, self.template.shape, count)
         return self._slices
@@ -255,19 +259,30 @@ class Structure:
 
         A fixed A (`constant` values) of a canonical pattern that equals its transpose entry
         for entry (a GCN's Â of an undirected graph: `CSRView.symmetric`) is multiplied as
-        Aᵀ·dense by its own CSR read as CSC (`CSRView.t_matmul`; on more than one thread, by
-        its column slices): for each row j, y[i] += A[j,i]·x[j] over its columns i. Output row
-        i then receives A[i,j]·x[j] in increasing j, one `y += a·x` at a time, exactly as the
-        CSR kernel adds a canonical row: bitwise the same result. It is faster because
+        Aᵀ·dense by its own CSR read as CSC (`CSRView.scatter`: one call, or its column
+        slices): for each row j, y[i] += A[j,i]·x[j] over its columns i. Output row i then
+        receives A[i,j]·x[j] in increasing j, one `y += a·x` at a time, exactly as the CSR
+        kernel adds a canonical row: bitwise the same result. It is faster because
         consecutive entries write different output rows, where the CSR kernel's writes to its
-        one row wait on each other (`python benchmarks/ab_speed.py scatter`). A fixed A that
-        is not symmetric keeps the CSR kernel: reading its transpose's view as CSC (16 bytes
-        an entry more) gave a GraphSAGE step 0.88–1.03 of its time, no reliable gain. An
-        array's first product takes the CSR kernel: only a fixed A is multiplied again.
+        one row wait on each other (`python benchmarks/ab_speed.py scatter`).
+
+        A fixed canonical A that is not symmetric (GraphSAGE's D⁻¹A, a receptive field's
+        blocks) scatters the same way through its transpose's CSR, whose rows list A's
+        columns in row order (values permuted once, kept), where the output is wide enough
+        for the slices to pay (`slices.scatter_pays`: 100,000 × 64 took 58 ms by the CSR
+        kernel); narrower, the transpose's 16 bytes an entry bought no reliable gain (a
+        GraphSAGE step at 16 columns: 0.88–1.03 of its time). An array's first product takes
+        the CSR kernel: only a fixed A is multiplied again.
         """
         view = self.csr()
-        if constant and self.canonical and view.symmetric(values):  # None (first seen) or
-            out = view.t_matmul(values, dense, constant=True)       # False: the CSR kernel
+        if constant and self.canonical:
+            symmetric = view.symmetric(values)  # None (first seen): the CSR kernel
+            out = None
+            if symmetric:
+                out = view.t_matmul(values, dense, constant=True)
+            elif symmetric is False and slices.scatter_pays(self.shape[0], dense):
+                T = self.transposed().csr()
+                out = T.scatter(T.data(values, constant=True), dense, constant=True)
             if out is not None:
                 return out if bias is None else parallel.by_rows(
                     lambda o, a: parallel.add_rows(a, bias, o), out, out)

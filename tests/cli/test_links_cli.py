@@ -158,7 +158,7 @@ def test_ctrl_c_ends_a_link_run_after_the_epoch_and_keeps_it(tmp_path):
     while not _catches(proc.pid, signal.SIGTERM):  # its handlers are set just before epoch 1
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.05)
-    time.sleep(1.0)
+    time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr

@@ -51,7 +51,7 @@ def _train_tensor(weights, x, y, steps, lr):
 
 
 def test_value_and_tensor_engines_give_the_same_loss_trajectory():
-    x, y = _moons(32, noise=0.1, seed=0)
+    x, y = _moons(16, noise=0.1, seed=0)  # 16 points: the scalar engine's cost is per point
     weights = init_mlp_weights(SIZES, seed=1)
     value_losses, value_weights = _train_value(weights, x, y, steps=20, lr=0.2)
     tensor_losses, tensor_weights = _train_tensor(weights, x, y, steps=20, lr=0.2)

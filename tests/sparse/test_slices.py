@@ -93,3 +93,21 @@ def test_few_columns_give_fewer_slices_never_an_empty_range(rng):
     X = rng.standard_normal((50, 8)).astype(np.float32)
     got = cut.scatter(m.data, X, np.zeros((3, 8), np.float32))
     assert got.tobytes() == _one_call(m, X).tobytes()
+
+
+def test_the_count_follows_the_threads_and_the_output_size(monkeypatch):
+    from mgsparse.sparse import slices
+
+    monkeypatch.setattr(slices, "SLICE_BYTES", 1 << 20)
+    wide, narrow = np.zeros((10, 64), np.float32), np.zeros((10, 4), np.float32)
+    rows = 2 * parallel.MIN_BLOCK_ROWS  # cut by the pool at 2 threads
+    with parallel.num_threads(1):
+        assert slices.count(rows, narrow) == 1  # 128 kB of output: one call
+        assert slices.count(rows, wide) == 2  # 2 MB: two slices of about 1 MB
+        assert slices.count(8 * rows, wide) == 16  # 16 MB
+    with parallel.num_threads(2):
+        assert slices.count(rows, wide) == 2 and slices.count(8 * rows, wide) == 16
+        assert slices.count(rows, narrow) == 0  # too narrow to slice: the row blocks
+        assert slices.count(100, narrow) == 1  # too few rows for the pool: one call
+    assert slices.scatter_pays(rows, wide) and not slices.scatter_pays(rows, narrow)
+    assert not slices.scatter_pays(rows, np.zeros(10, np.float32))  # a vector: never
