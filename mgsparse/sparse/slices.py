@@ -40,8 +40,9 @@ SLICE_BYTES = 8 << 20  # output bytes a slice is cut to: a quarter of this machi
 
 
 def count(out_rows: int, X: np.ndarray) -> int:
-    """How many slices Aᵀ·X takes (1: one call): one per thread where the pool cuts the work,
-    more where the output exceeds SLICE_BYTES a slice. 0 where slices cannot run: more than
+    """How many slices Aᵀ·X takes (1: one call): about one per SLICE_BYTES of output, and
+    where the pool cuts the work a multiple of its threads (three slices on two threads
+    would leave one thread a third of the work idle). 0 where slices cannot run: more than
     one thread and an X narrower than MIN_WIDTH (the CSR kernel's row blocks do better)."""
     width = X.shape[1] if X.ndim == 2 else 1
     by_size = max(1, round(out_rows * width * X.itemsize / SLICE_BYTES))
@@ -49,7 +50,8 @@ def count(out_rows: int, X: np.ndarray) -> int:
         return by_size
     if width < MIN_WIDTH:
         return 0
-    return max(parallel.get_num_threads(), by_size)
+    threads = parallel.get_num_threads()
+    return threads * -(-by_size // threads)  # a multiple of the threads: each gets as many
 
 
 def scatter_pays(out_rows: int, X: np.ndarray) -> bool:

@@ -15,9 +15,11 @@ two index rows and keeps the value order, so `A.T` costs nothing and reuses both
 Products run on scipy's own CSR kernel (`csr_matvecs`, which releases the GIL), called on
 row blocks of the pattern on the engine's thread pool: each output row is one kernel pass
 over that row's entries in stored order, whichever block and thread it falls in, so the
-result is bitwise the same for any thread count. Aᵀ·X on one call's worth of work reads A's
-own CSR as CSC instead (`CSRView.t_matmul`), where that gives the same bits; so does A·X of
-a fixed A that equals its transpose (`Structure.matmul`): the same bits, faster.
+result is bitwise the same for any thread count. Aᵀ·X reads A's own CSR as CSC instead
+(`CSRView.t_matmul`), where that gives the same bits: one call, or A's column slices on the
+pool and past the cache (`sparse/slices.py`); so does A·X of a fixed A that equals its
+transpose, and of a fixed canonical A through its transpose's CSR where the output is wide
+(`Structure.matmul`): the same bits, faster.
 """
 
 from __future__ import annotations

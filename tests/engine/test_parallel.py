@@ -104,7 +104,7 @@ def test_sddmm_in_chunks_is_bitwise_equal_across_threads(monkeypatch):
 
 # ---------------------------------------------------------------- dropout masks
 
-@pytest.mark.parametrize("op", ["relu", "leaky_relu", "elu", "dropout", "bias"])
+@pytest.mark.parametrize("op", ["relu", "leaky_relu", "elu", "dropout", "bias", "sum"])
 def test_elementwise_ops_by_row_blocks_are_bitwise_equal_across_threads(op, rng):
     """Above MIN_PARALLEL_ELEMENTS the activations and dropout run by row blocks on the pool:
     forward and backward give one thread's bits on two and three (and the formula's values)."""
@@ -113,7 +113,8 @@ def test_elementwise_ops_by_row_blocks_are_bitwise_equal_across_threads(op, rng)
     apply = {"relu": lambda x: x.relu(), "leaky_relu": lambda x: x.leaky_relu(0.2),
              "elu": lambda x: x.elu(),
              "dropout": lambda x: x.dropout(0.5, True, np.random.default_rng(4)),
-             "bias": lambda x: x + Tensor(x0[7])}[op]
+             "bias": lambda x: x + Tensor(x0[7]),
+             "sum": lambda x: x + Tensor(x0[::-1].copy())}[op]  # two arrays of one shape
     runs = []
     for threads in (1, 2, 3):
         x = Tensor(x0, requires_grad=True)
@@ -125,7 +126,8 @@ def test_elementwise_ops_by_row_blocks_are_bitwise_equal_across_threads(op, rng)
         np.testing.assert_array_equal(y, runs[0][0])
         np.testing.assert_array_equal(dx, runs[0][1])
     want = {"relu": np.maximum(x0, 0), "leaky_relu": np.where(x0 > 0, x0, 0.2 * x0),
-            "elu": np.where(x0 > 0, x0, np.expm1(np.minimum(x0, 0))), "bias": x0 + x0[7]}.get(op)
+            "elu": np.where(x0 > 0, x0, np.expm1(np.minimum(x0, 0))), "bias": x0 + x0[7],
+            "sum": x0 + x0[::-1]}.get(op)
     if want is not None:
         np.testing.assert_array_equal(runs[0][0], want)
     assert len(parallel.row_blocks(len(x0))) > 1

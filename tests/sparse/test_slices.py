@@ -107,6 +107,7 @@ def test_the_count_follows_the_threads_and_the_output_size(monkeypatch):
         assert slices.count(8 * rows, wide) == 16  # 16 MB
     with parallel.num_threads(2):
         assert slices.count(rows, wide) == 2 and slices.count(8 * rows, wide) == 16
+        assert slices.count(3 * rows // 2, wide) == 4  # three slices' worth: two per thread
         assert slices.count(rows, narrow) == 0  # too narrow to slice: the row blocks
         assert slices.count(100, narrow) == 1  # too few rows for the pool: one call
     assert slices.scatter_pays(rows, wide) and not slices.scatter_pays(rows, narrow)
