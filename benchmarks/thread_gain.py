@@ -45,23 +45,14 @@ Run = Callable[[], tuple]  # one epoch or step; returns what must not depend on 
 
 
 def gcn_runs(args) -> tuple[str, Run, Run]:
+    from ab_speed import gcn_epoch
     from compare_pyg import MgsparseSide
     from floor_gcn import arxiv_shaped_graph, synthetic_graph
 
-    from mgsparse.run import train_epoch
-
     graph = arxiv_shaped_graph() if args.graph == "arxiv-shaped" else synthetic_graph(args.nodes)
-
-    def make() -> Run:
-        side = MgsparseSide(graph, 0, False)  # every layer on every node
-
-        def epoch() -> tuple:
-            model, task = side.model, side.task
-            loss, _ = train_epoch(model, side.optimizer, task.batches(model, side.shuffle), None)
-            return loss, task.evaluate(model).val_loss
-        return epoch
+    sides = [MgsparseSide(graph, 0, False) for _ in range(2)]  # every layer on every node
     name = f"GCN epoch, {args.graph} graph ({graph.num_nodes:,} nodes), whole graph"
-    return name, make(), make()
+    return name, *(lambda s=s: gcn_epoch(s) for s in sides)
 
 
 def step_runs(args) -> tuple[str, Run, Run]:
@@ -121,6 +112,8 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args()
+    if args.rounds < 1 or args.nodes < 1:
+        parser.error("--rounds and --nodes must be at least 1")
     keep_freed_memory()
     name, one, two = WORK[args.work](args)
     ones, twos, equal = alternate(one, two, args.rounds)

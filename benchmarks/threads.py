@@ -33,7 +33,7 @@ from floor_gcn import gcn_adjacency, load_graph
 
 from mgsparse import SparseTensor
 from mgsparse.engine import parallel
-from mgsparse.sparse import set_num_threads
+from mgsparse.sparse import set_num_threads, slices
 
 
 def count_while(fn) -> tuple[int, float]:
@@ -73,7 +73,7 @@ def kernels(s, v: np.ndarray, X: np.ndarray, repeat: int, threads: int = 1) -> N
     fixed Â (the CSC read: one call at one thread, Â's column slices at more)."""
     set_num_threads(threads)
     s.matmul(v, X, constant=True)  # an array's first product takes the CSR kernel; not timed
-    path = "CSC kernel" if threads == 1 else "column slices"
+    path = {0: "row blocks", 1: "CSC kernel"}.get(slices.count(len(X), X), "column slices")
     sides = {"CSR kernel, row blocks": lambda: s.csr().matmul(v, X),
              f"{path}, Structure.matmul": lambda: s.matmul(v, X, constant=True)}
     times, results = {name: [] for name in sides}, {}

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import parallel
-from mgsparse.engine.masks import check_probability, keep_mask, kept_scale  # noqa: F401  (Tensor.dropout draws here)
+from mgsparse.engine.masks import keep_mask, kept_scale  # noqa: F401  (Tensor.dropout draws here)
 from mgsparse.engine.tensor import Function
 from mgsparse.errors import ShapeError
 

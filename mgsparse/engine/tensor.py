@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine.inplace import lock, unlock
+from mgsparse.engine.masks import check_probability
 from mgsparse.errors import MgsparseError, ShapeError
 
 _FLOATS = (np.float16, np.float32, np.float64)
@@ -333,7 +334,7 @@ class Tensor:
         scale is 1/P(keep) for the probability those bits realise, so E[out] = x exactly.
         `buffers` (an `engine.buffers.Buffers`) lends the output array, reused across epochs.
         """
-        ops.check_probability(p)
+        check_probability(p)
         if not training or p == 0:
             return self
         rng = rng if rng is not None else np.random.default_rng()
@@ -344,7 +345,7 @@ class Tensor:
                      rng: np.random.Generator | None = None, buffers: Any = None):
         """`self.relu().dropout(p, training, rng, buffers)` as one op: the same mask drawn
         from `rng`, the same floats (`activations.ReluDropout`)."""
-        ops.check_probability(p)
+        check_probability(p)
         if not training or p == 0:
             return self.relu()
         rng = rng if rng is not None else np.random.default_rng()

@@ -65,7 +65,7 @@ class ColumnSlices:
     """About `count` column slices of one CSR pattern, equal in entries (see the module);
     fewer when columns are too few or too full to cut that finely."""
 
-    __slots__ = ("_kept", "count", "indices", "pointers", "positions", "requested", "shape")
+    __slots__ = ("_kept", "count", "indices", "pointers", "positions", "shape")
 
     def __init__(self, indptr: np.ndarray, indices: np.ndarray, shape: tuple[int, int],
                  count: int):
@@ -78,7 +78,7 @@ class ColumnSlices:
                                    side="right")
         row_of = np.repeat(np.arange(rows, dtype=indices.dtype), np.diff(indptr))
         position_dtype = np.int32 if len(indices) <= np.iinfo(np.int32).max else np.int64
-        self.shape, self.requested, self.count = shape, count, len(bounds) - 1
+        self.shape, self.count = shape, len(bounds) - 1
         self.pointers, self.indices, self.positions = [], [], []
         for s in range(self.count):
             positions = np.flatnonzero(slice_of == s).astype(position_dtype)  # CSR order

@@ -55,7 +55,7 @@ class CSRView:
         self.entry_blocks: list[tuple[int, int]] | None = None  # sparse.graph's row blocks
         self._permuted: tuple[weakref.ref, np.ndarray] | None = None
         self._symmetric: tuple[weakref.ref, bool | None] | None = None  # None: unsorted
-        self._slices: ColumnSlices | None = None  # for the pool's thread count
+        self._slices: dict[int, ColumnSlices] = {}  # by count: a width's, a thread count's
 
     def __repr__(self) -> str:
         order = "row-sorted" if self.perm is None else "permuted"
@@ -191,10 +191,13 @@ class CSRView:
         return out
 
     def column_slices(self, count: int) -> ColumnSlices:
-        """`count` column slices of this pattern, built once per count."""
-        if self._slices is None or self._slices.requested != count:
-            self._slices = ColumnSlices(self.indptr, self.indices, self.template.shape, count)
-        return self._slices
+        """`count` column slices of this pattern, built once per count (products of two
+        widths on one pattern take two counts: neither rebuilds the other's)."""
+        cut = self._slices.get(count)
+        if cut is None:
+            cut = self._slices[count] = ColumnSlices(self.indptr, self.indices,
+                                                     self.template.shape, count)
+        return cut
 
 
 def _index_dtype(nnz: int, shape: tuple[int, int]) -> type:
