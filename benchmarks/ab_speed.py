@@ -32,6 +32,18 @@ The earlier side is this tree with a few functions swapped for their versions at
   beyond any width and size on the old side do exactly what the code before the slices did),
   so `--rev` is not read. `--model sage` takes a whole-graph GraphSAGE step instead.
 
+- `zeroing`: the `scatter` epoch (`--model sage`: the GraphSAGE step) with `--rev`'s column
+  slices, which scattered into one `np.zeros` output and took the bias in a pass of its own,
+  against this tree's, where each slice zeroes its own output rows, scatters, then adds the
+  bias to them on its own thread (`--rev`'s `ColumnSlices.scatter`, `CSRView.scatter`,
+  `CSRView.t_matmul` and `Structure.matmul` swapped in together).
+
+- `adam`: a GIN epoch on NCI1 (configs/nci1-gin.yaml: 42 parameters in one group; `--model
+  gcn`: Cora's GCN epoch, configs/cora.yaml, two groups of two) with Adam's per-parameter
+  update against this tree's flat update of each group (`optim/flat.py`): an in-tree switch
+  (`optimizers.flat_group` returning None sends every group per parameter), so `--rev` is
+  not read.
+
 `--rev` must predate the change; its default (`REVS`) is the last revision before it. Prints the median
 step/epoch of each side (after one untimed round), new/old, and whether every loss was
 bitwise the same (the training loss, and for gcn the validation loss too).
@@ -45,6 +57,8 @@ bitwise the same (the training loss, and for gcn the validation loss too).
     python benchmarks/ab_speed.py scatter --nodes 100000 --threads 1 --rounds 10
     python benchmarks/ab_speed.py slices --nodes 100000 --threads 2 --rounds 40
     python benchmarks/ab_speed.py slices --model sage --threads 1 --rounds 10
+    python benchmarks/ab_speed.py zeroing --nodes 0 --threads 2 --rounds 10
+    python benchmarks/ab_speed.py adam --model gin --threads 1 --rounds 10
 
 The process keeps freed memory for reuse as `mgsparse train` does (`keep_freed_memory`).
 """
@@ -251,12 +265,57 @@ def slices_sides(rev: str, nodes: int, model: str = "gcn"):
             "new": (lambda: use(*now), runs[1])}
 
 
+def zeroing_sides(rev: str, nodes: int, model: str = "gcn"):
+    """The `slices` epoch (or GraphSAGE step) with `--rev`'s slices, which left the zeroing
+    and the bias to serial passes over the whole output, against this tree's."""
+    from mgsparse.sparse import slices, structure
+
+    old_sl = old_module(rev, "mgsparse/sparse/slices.py", "old_slices")
+    old_st = old_module(rev, "mgsparse/sparse/structure.py", "old_structure")
+    swapped = [(slices.ColumnSlices, "scatter", old_sl.ColumnSlices.scatter),
+               (structure.CSRView, "scatter", old_st.CSRView.scatter),
+               (structure.CSRView, "t_matmul", old_st.CSRView.t_matmul),
+               (structure.Structure, "matmul", old_st.Structure.matmul)]
+    now = [getattr(owner, name) for owner, name, _ in swapped]
+
+    def use(functions) -> None:
+        for (owner, name, _), fn in zip(swapped, functions):
+            setattr(owner, name, fn)
+    sides = slices_sides(rev, nodes, model)  # both at this tree's slice settings
+    return {"old": (lambda: use([fn for *_, fn in swapped]), sides["old"][1]),
+            "new": (lambda: use(now), sides["new"][1])}
+
+
+def adam_sides(rev: str, nodes: int, model: str = "gin"):
+    """A GIN epoch on NCI1 (or Cora's GCN epoch, `model` "gcn") with Adam's per-parameter
+    update (old) or its flat update of each group (new), each side its own run."""
+    from mgsparse.config import load_config
+    from mgsparse.optim import optimizers
+    from mgsparse.run import build_optimizer, make_task, train_epoch
+    from mgsparse.run.task import shuffle_generator
+
+    name = "nci1-gin" if model == "gin" else "cora"
+    config, flat = load_config(ROOT / "configs" / f"{name}.yaml"), optimizers.flat_group
+
+    def make_run():  # a task per side: a field binds its layers to one model at a time
+        task = make_task(config)
+        net = task.build_model(np.random.default_rng(0))
+        opt, shuffle = build_optimizer(config.optim, net), shuffle_generator(0)
+        return lambda: train_epoch(net, opt, task.batches(net, shuffle),
+                                   config.train.grad_clip_norm)[0]
+    runs = [make_run(), make_run()]
+    return {"old": (lambda: setattr(optimizers, "flat_group", lambda *a: None), runs[0]),
+            "new": (lambda: setattr(optimizers, "flat_group", flat), runs[1])}
+
+
 SIDES = {"gat": gat_sides, "attention": attention_sides, "sampled": sampled_sides,
          "elementwise": elementwise_sides, "gcn": gcn_sides, "sage": sage_sides,
-         "scatter": scatter_sides, "slices": slices_sides}
+         "scatter": scatter_sides, "slices": slices_sides, "zeroing": zeroing_sides,
+         "adam": adam_sides}
 REVS = {"gat": "5fe5376", "attention": "b704e4c", "sampled": "5fe5376",
         "elementwise": "c1ffb82", "gcn": "2f38205",
-        "sage": "1f11607", "scatter": "24f3d39", "slices": "98ad4e1"}  # the last revision before each change
+        "sage": "1f11607", "scatter": "24f3d39", "slices": "98ad4e1",
+        "zeroing": "03130c8", "adam": "03130c8"}  # the last revision before each change
 
 
 def main() -> None:
@@ -265,7 +324,9 @@ def main() -> None:
     parser.add_argument("--rev", help="the earlier revision (default: the one that predates "
                         "the work's change, REVS)")
     parser.add_argument("--nodes", type=int, default=100_000, help="gat, attention and sage")
-    parser.add_argument("--model", choices=["gcn", "sage"], default="gcn", help="slices only")
+    parser.add_argument("--model", choices=["gcn", "sage", "gin"], default=None,
+                        help="slices and zeroing: gcn | sage (default gcn); adam: gin | gcn "
+                        "(default gin)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
@@ -275,8 +336,11 @@ def main() -> None:
     from compare_sampled import set_threads
 
     set_threads(args.threads)
-    sides = (slices_sides(args.rev, args.nodes, args.model) if args.work == "slices"
-             else SIDES[args.work](args.rev, args.nodes))
+    models = {"slices": ("gcn", "sage"), "zeroing": ("gcn", "sage"), "adam": ("gin", "gcn")}
+    if args.model is not None and args.model not in models.get(args.work, ()):
+        parser.error(f"--model {args.model} does not apply to {args.work}")
+    sides = (SIDES[args.work](args.rev, args.nodes, args.model or models[args.work][0])
+             if args.work in models else SIDES[args.work](args.rev, args.nodes))
     times = {k: [] for k in sides}
     losses = {k: [] for k in sides}
     for r in range(args.rounds + 1):  # round 0 builds the caches: not timed
@@ -291,9 +355,14 @@ def main() -> None:
     old, new = (np.asarray(losses[k], dtype=np.float64) for k in ("old", "new"))
     equal = np.array_equal(old, new)
     print(f"{args.work}, {args.threads} thread(s), {args.rounds} rounds: old ({args.rev}) "
-          f"{med['old']:,.0f} ms, new {med['new']:,.0f} ms, new/old {med['new'] / med['old']:.3f}; "
+          f"{_ms(med['old'])} ms, new {_ms(med['new'])} ms, new/old {med['new'] / med['old']:.3f}; "
           f"losses bitwise equal: {equal}"
           + ("" if equal else f" (largest relative difference {_rel(old, new):.1e})"))
+
+
+def _ms(ms: float) -> str:
+    """Whole milliseconds from 100 ms up, three significant digits below (a Cora step)."""
+    return f"{ms:,.0f}" if ms >= 100 else f"{ms:.3g}"
 
 
 def _rel(a: np.ndarray, b: np.ndarray) -> float:

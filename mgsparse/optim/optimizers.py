@@ -24,6 +24,7 @@ import numpy as np
 from mgsparse.engine import Tensor
 from mgsparse.engine.inplace import modified_in_place
 from mgsparse.errors import HyperparameterError, MgsparseError, ShapeError
+from mgsparse.optim.flat import FlatGroup, adam_update, flat_group
 
 # ---------------------------------------------------------------- base
 
@@ -41,6 +42,7 @@ class Optimizer:
         self.state: dict[int, dict[str, Any]] = {}  # id(param) -> its buffers
         self._workspace: dict[np.dtype, np.ndarray] = {}
         self._views: dict[tuple, tuple] = {}  # (dtype, shape, count) -> (workspace, views)
+        self._flat: dict[int, FlatGroup] = {}  # group index -> its flat update (Adam's)
         params = [params] if isinstance(params, Tensor) else list(params)
         if not params:
             raise HyperparameterError(f"{type(self).__name__} got an empty parameter list")
@@ -153,7 +155,8 @@ class Optimizer:
         """Bytes the optimizer holds: per-parameter buffers plus its scratch workspace."""
         buffers = sum(v.nbytes for s in self.state.values() for v in s.values()
                       if isinstance(v, np.ndarray))
-        return buffers + sum(b.nbytes for b in self._workspace.values())
+        return (buffers + sum(b.nbytes for b in self._workspace.values())
+                + sum(f.scratch_nbytes for f in self._flat.values()))
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
@@ -258,6 +261,19 @@ class Adam(Optimizer):
             _check_number(self, {f"betas[{i}]": beta}, f"betas[{i}]", low=0.0, high=1.0,
                           high_open=True)
 
+    def step(self) -> None:
+        """One update of every parameter that has a gradient: a group's parameters of one
+        dtype and step together in one flat update (`optim.flat`, bitwise `_update`'s)."""
+        for index, group in enumerate(self.param_groups):
+            live = [p for p in group["params"] if p.grad is not None]
+            flat = flat_group(self._flat, index, live, self.state)
+            if flat is not None:
+                flat.step(group, self.state, self.decoupled_weight_decay)
+                continue
+            for p in live:
+                with modified_in_place(p):  # a graph that saved p now refuses its backward
+                    self._update(p, p.grad, group)
+
     def _update(self, p: Tensor, grad: np.ndarray, group: dict[str, Any]) -> None:
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         s, t = self._scratch(p, 2)
@@ -272,18 +288,7 @@ class Adam(Optimizer):
             state = self.state[id(p)] = {"step": 0, "exp_avg": np.zeros_like(p.data),
                                          "exp_avg_sq": np.zeros_like(p.data)}
         state["step"] += 1
-        m, v, step = state["exp_avg"], state["exp_avg_sq"], state["step"]
-        m *= b1
-        m += np.multiply(g, 1.0 - b1, out=t)
-        v *= b2
-        np.multiply(g, g, out=t)
-        t *= 1.0 - b2
-        v += t
-        np.sqrt(v, out=t)  # the denominator √v/√(1−β₂ᵗ) + ε
-        t /= math.sqrt(1.0 - b2**step)
-        t += eps
-        np.divide(m, t, out=t)
-        t *= lr / (1.0 - b1**step)
+        adam_update(g, state["exp_avg"], state["exp_avg_sq"], t, lr, b1, b2, eps, state["step"])
         np.subtract(p.data, t, out=p.data)
 
 

@@ -65,7 +65,7 @@ class ColumnSlices:
     """About `count` column slices of one CSR pattern, equal in entries (see the module);
     fewer when columns are too few or too full to cut that finely."""
 
-    __slots__ = ("_kept", "count", "indices", "pointers", "positions", "shape")
+    __slots__ = ("_kept", "bounds", "count", "indices", "pointers", "positions", "shape")
 
     def __init__(self, indptr: np.ndarray, indices: np.ndarray, shape: tuple[int, int],
                  count: int):
@@ -78,7 +78,7 @@ class ColumnSlices:
                                    side="right")
         row_of = np.repeat(np.arange(rows, dtype=indices.dtype), np.diff(indptr))
         position_dtype = np.int32 if len(indices) <= np.iinfo(np.int32).max else np.int64
-        self.shape, self.count = shape, len(bounds) - 1
+        self.shape, self.bounds, self.count = shape, bounds, len(bounds) - 1
         self.pointers, self.indices, self.positions = [], [], []
         for s in range(self.count):
             positions = np.flatnonzero(slice_of == s).astype(position_dtype)  # CSR order
@@ -101,16 +101,23 @@ class ColumnSlices:
         return kept[1]
 
     def scatter(self, values: np.ndarray, X: np.ndarray, out: np.ndarray,
-                constant: bool = False) -> np.ndarray:
-        """out += Aᵀ·X for a contiguous 2-d X and out (zeroed by the caller), one slice per
-        block on the pool."""
+                constant: bool = False, bias: np.ndarray | None = None) -> np.ndarray:
+        """out = Aᵀ·X (+ bias on every row) for a contiguous 2-d X and out, one slice per
+        block on the pool. A slice writes only its own output rows [lo, hi), so it zeroes them
+        first and adds the bias after, each on its own thread while the rows are in cache:
+        no serial pass over the whole output (`np.zeros`' memset, a bias pass), and the same
+        bits as zeros, the product, then the bias."""
         rows, cols = self.shape
         kept = self.values(values, constant)
         x_flat, out_flat = X.reshape(-1), out.reshape(-1)
 
         def block(s: int, _: int) -> None:
+            lo, hi = self.bounds[s], self.bounds[s + 1]
+            out[lo:hi] = 0
             data = kept[s] if kept is not None else values[self.positions[s]]
             _sparsetools.csc_matvecs(cols, rows, X.shape[1], self.pointers[s], self.indices[s],
                                      data, x_flat, out_flat)
+            if bias is not None:
+                parallel.add_rows(out[lo:hi], bias, out[lo:hi])
         parallel.run_blocks(block, [(s, s + 1) for s in range(self.count)])
         return out

@@ -59,10 +59,23 @@ def test_scatter_is_bitwise_the_one_csc_call(rng, threads, count):
     X = rng.standard_normal((700, 16)).astype(np.float32)
     cut = ColumnSlices(m.indptr, m.indices, m.shape, count)
     with parallel.num_threads(threads):
-        got = cut.scatter(m.data, X, np.zeros((1000, 16), np.float32))
+        got = cut.scatter(m.data, X, np.full((1000, 16), np.nan, np.float32))
     want = _one_call(m, X)
-    assert got.tobytes() == want.tobytes()
+    assert got.tobytes() == want.tobytes()  # every slice zeroed its own rows, all rows covered
     np.testing.assert_allclose(got, m.T @ X, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_bias_added_by_each_slice_is_bitwise_the_product_plus_the_bias(rng, threads):
+    """Each slice adds the bias to its own rows after its scatter: the bits of zeros, the one
+    call, then `+ b`, with the output handed in uninitialised."""
+    m = _unsorted_with_repeats(rng, 700, 1000, 9000)
+    X = rng.standard_normal((700, 16)).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    cut = ColumnSlices(m.indptr, m.indices, m.shape, 4)
+    with parallel.num_threads(threads):
+        got = cut.scatter(m.data, X, np.full((1000, 16), np.inf, np.float32), bias=b)
+    assert got.tobytes() == (_one_call(m, X) + b).tobytes()
 
 
 def test_a_fixed_arrays_slices_are_kept_and_the_array_frozen(rng):

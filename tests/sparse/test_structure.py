@@ -268,3 +268,25 @@ def test_slices_of_two_counts_are_both_kept(rng):
     two, three = view.column_slices(2), view.column_slices(3)
     assert view.column_slices(2) is two and view.column_slices(3) is three
     assert (two.count, three.count) == (2, 3)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_gradient_zero_outside_a_few_rows_takes_those_rows_with_scipys_bits(rng, threads,
+                                                                               dtype):
+    """Aᵀ·G for G nonzero on few rows takes only A's rows there: the bits of scipy's
+    `A[rows].T @ G[rows]`, at any thread count, and a mixed dtype agrees with the product."""
+    n = 3 * parallel.MIN_BLOCK_ROWS
+    A = _gcn_adjacency(n, 4 / n, seed=11, dtype=dtype)
+    s, values = A._structure, A.values.data
+    rows = np.sort(rng.choice(n, 60, replace=False))
+    G = np.zeros((n, 16), dtype=dtype)
+    G[rows] = rng.standard_normal((60, 16))
+    m = s.csr().matrix(values)
+    with parallel.num_threads(threads):
+        assert np.array_equal(parallel.sparse_rows(G), rows)
+        got = s.t_matmul(values, G)
+        mixed = s.t_matmul(values, G.astype(np.float64 if dtype == np.float32 else np.float32))
+    want = np.asarray(m[rows].T @ G[rows])
+    assert got.dtype == dtype and got.tobytes() == want.tobytes()
+    np.testing.assert_allclose(mixed, m.T @ G, rtol=1e-5, atol=1e-6)
