@@ -36,7 +36,8 @@ The earlier side is this tree with a few functions swapped for their versions at
   slices, which scattered into one `np.zeros` output and took the bias in a pass of its own,
   against this tree's, where each slice zeroes its own output rows, scatters, then adds the
   bias to them on its own thread (`--rev`'s `ColumnSlices.scatter`, `CSRView.scatter`,
-  `CSRView.t_matmul` and `Structure.matmul` swapped in together).
+  `CSRView.t_matmul` and `Structure.matmul` swapped in together). `--width W`: one product
+  Â·X + b of that graph's fixed Â with X of W columns instead of the epoch.
 
 - `adam`: a GIN epoch on NCI1 (configs/nci1-gin.yaml: 42 parameters in one group; `--model
   gcn`: Cora's GCN epoch, configs/cora.yaml, two groups of two) with Adam's per-parameter
@@ -58,6 +59,7 @@ bitwise the same (the training loss, and for gcn the validation loss too).
     python benchmarks/ab_speed.py slices --nodes 100000 --threads 2 --rounds 40
     python benchmarks/ab_speed.py slices --model sage --threads 1 --rounds 10
     python benchmarks/ab_speed.py zeroing --nodes 0 --threads 2 --rounds 10
+    python benchmarks/ab_speed.py zeroing --nodes 0 --width 16 --threads 2 --rounds 40
     python benchmarks/ab_speed.py adam --model gin --threads 1 --rounds 10
 
 The process keeps freed memory for reuse as `mgsparse train` does (`keep_freed_memory`).
@@ -265,9 +267,32 @@ def slices_sides(rev: str, nodes: int, model: str = "gcn"):
             "new": (lambda: use(*now), runs[1])}
 
 
-def zeroing_sides(rev: str, nodes: int, model: str = "gcn"):
-    """The `slices` epoch (or GraphSAGE step) with `--rev`'s slices, which left the zeroing
-    and the bias to serial passes over the whole output, against this tree's."""
+def product_sides(nodes: int, width: int):
+    """One product Â·X + b of the GCN operator of `zeroing`'s graph (`nodes` 0: arxiv-shaped)
+    with X of `width` columns, Â fixed (its slices and values kept), each side its own Â;
+    a run returns the sum of its output, compared bitwise."""
+    from floor_gcn import arxiv_shaped_graph, gcn_adjacency, synthetic_graph
+
+    from mgsparse.sparse.structure import Structure
+
+    graph = synthetic_graph(nodes) if nodes else arxiv_shaped_graph()
+    adjacency = gcn_adjacency(np.asarray(graph.edge_index)[::-1], graph.num_nodes).tocoo()
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((graph.num_nodes, width)).astype(np.float32)
+    bias = rng.standard_normal(width).astype(np.float32)
+
+    def make_run():
+        s = Structure(np.stack([adjacency.row, adjacency.col]).astype(np.int64),
+                      adjacency.shape, canonical=True)
+        values = adjacency.data.astype(np.float32)
+        return lambda: s.matmul(values, X, constant=True, bias=bias).sum(dtype=np.float64)
+    return make_run(), make_run()
+
+
+def zeroing_sides(rev: str, nodes: int, model: str = "gcn", width: int | None = None):
+    """The `slices` epoch (or GraphSAGE step; with `width`, one product Â·X + b) with
+    `--rev`'s slices, which left the zeroing and the bias to serial passes over the whole
+    output, against this tree's."""
     from mgsparse.sparse import slices, structure
 
     old_sl = old_module(rev, "mgsparse/sparse/slices.py", "old_slices")
@@ -281,9 +306,12 @@ def zeroing_sides(rev: str, nodes: int, model: str = "gcn"):
     def use(functions) -> None:
         for (owner, name, _), fn in zip(swapped, functions):
             setattr(owner, name, fn)
-    sides = slices_sides(rev, nodes, model)  # both at this tree's slice settings
-    return {"old": (lambda: use([fn for *_, fn in swapped]), sides["old"][1]),
-            "new": (lambda: use(now), sides["new"][1])}
+    if width:
+        runs = product_sides(nodes, width)
+    else:  # both at this tree's slice settings
+        runs = tuple(run for _, run in slices_sides(rev, nodes, model).values())
+    return {"old": (lambda: use([fn for *_, fn in swapped]), runs[0]),
+            "new": (lambda: use(now), runs[1])}
 
 
 def adam_sides(rev: str, nodes: int, model: str = "gin"):
@@ -327,6 +355,7 @@ def main() -> None:
     parser.add_argument("--model", choices=["gcn", "sage", "gin"], default=None,
                         help="slices and zeroing: gcn | sage (default gcn); adam: gin | gcn "
                         "(default gin)")
+    parser.add_argument("--width", type=int, help="zeroing only: one product of this width")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
@@ -339,8 +368,14 @@ def main() -> None:
     models = {"slices": ("gcn", "sage"), "zeroing": ("gcn", "sage"), "adam": ("gin", "gcn")}
     if args.model is not None and args.model not in models.get(args.work, ()):
         parser.error(f"--model {args.model} does not apply to {args.work}")
-    sides = (SIDES[args.work](args.rev, args.nodes, args.model or models[args.work][0])
-             if args.work in models else SIDES[args.work](args.rev, args.nodes))
+    if args.width is not None and (args.work != "zeroing" or args.width < 1 or args.model):
+        parser.error("--width takes a positive count of columns, for zeroing alone")
+    if args.work == "zeroing":
+        sides = zeroing_sides(args.rev, args.nodes, args.model or "gcn", args.width)
+    elif args.work in models:
+        sides = SIDES[args.work](args.rev, args.nodes, args.model or models[args.work][0])
+    else:
+        sides = SIDES[args.work](args.rev, args.nodes)
     times = {k: [] for k in sides}
     losses = {k: [] for k in sides}
     for r in range(args.rounds + 1):  # round 0 builds the caches: not timed
