@@ -71,10 +71,11 @@ class FlatGroup:
             state[id(p)] = {"step": step, "exp_avg": m, "exp_avg_sq": v}
 
     def holds(self, state: dict[int, dict[str, Any]]) -> bool:
-        """Whether every parameter's state is still this group's views."""
+        """Whether every parameter's state is still this group's views, of its shape."""
         for p, m, v in zip(self.params, self.m_views, self.v_views):
             own = state.get(id(p))
-            if own is None or own["exp_avg"] is not m or own["exp_avg_sq"] is not v:
+            if (own is None or own["exp_avg"] is not m or own["exp_avg_sq"] is not v
+                    or m.shape != p.data.shape):
                 return False
         return True
 

@@ -134,3 +134,21 @@ def test_a_flat_step_between_forward_and_backward_makes_the_backward_fail():
     assert isinstance(opt._flat[0], FlatGroup)
     with pytest.raises(MgsparseError, match="modified in place"):
         out.backward()
+
+
+@pytest.mark.parametrize("flat", [True, False])
+def test_a_parameter_given_another_shape_is_refused_by_either_update(flat, monkeypatch):
+    """Model surgery between steps (a parameter's data replaced by another shape): the flat
+    group is rebuilt from the old state, which no longer fits, and the step fails loudly
+    rather than writing a stale slice, as the per-parameter update fails."""
+    if not flat:
+        monkeypatch.setattr(optimizers, "flat_group", lambda *a: None)
+    a, b = Parameter(np.ones((2, 3))), Parameter(np.ones(3))
+    opt = Adam([a, b], lr=0.1)
+    a.grad, b.grad = np.ones((2, 3), np.float32), np.ones(3, np.float32)
+    opt.step()
+    assert bool(opt._flat) == flat
+    a.data = np.ones((3, 3), np.float32)
+    a.grad = np.ones((3, 3), np.float32)
+    with pytest.raises(ValueError):
+        opt.step()
