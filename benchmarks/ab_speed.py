@@ -45,6 +45,12 @@ The earlier side is this tree with a few functions swapped for their versions at
   (`optimizers.flat_group` returning None sends every group per parameter), so `--rev` is
   not read.
 
+- `rows`: the `scatter` epoch (100k SBM, 100 labelled nodes: the backward's gradients are zero
+  outside a few rows) with each gradient's nonzero rows found by a pass over it, against this
+  tree's, where the cross-entropy records its rows and each op below carries them on
+  (`parallel.mark_rows`): an in-tree switch (`mark_rows` recording nothing), so `--rev` is
+  not read. `--model sage` takes the whole-graph GraphSAGE step instead.
+
 `--rev` must predate the change; its default (`REVS`) is the last revision before it. Prints the median
 step/epoch of each side (after one untimed round), new/old, and whether every loss was
 bitwise the same (the training loss, and for gcn the validation loss too).
@@ -61,6 +67,7 @@ bitwise the same (the training loss, and for gcn the validation loss too).
     python benchmarks/ab_speed.py zeroing --nodes 0 --threads 2 --rounds 10
     python benchmarks/ab_speed.py zeroing --nodes 0 --width 16 --threads 2 --rounds 40
     python benchmarks/ab_speed.py adam --model gin --threads 1 --rounds 10
+    python benchmarks/ab_speed.py rows --nodes 100000 --threads 1 --rounds 30
 
 The process keeps freed memory for reuse as `mgsparse train` does (`keep_freed_memory`).
 """
@@ -336,14 +343,34 @@ def adam_sides(rev: str, nodes: int, model: str = "gin"):
             "new": (lambda: setattr(optimizers, "flat_group", flat), runs[1])}
 
 
+def rows_sides(rev: str, nodes: int, model: str = "gcn"):
+    """The `scatter` epoch (`model` "sage": a whole-graph GraphSAGE step) with the gradients'
+    nonzero rows recorded by the ops that made them (new) or found by a pass over each
+    gradient (old)."""
+    from compare_gat import MgsparseSide as StepSide
+    from compare_pyg import MgsparseSide
+    from floor_gcn import arxiv_shaped_graph, synthetic_graph
+
+    from mgsparse.engine import parallel
+
+    graph = synthetic_graph(nodes) if nodes else arxiv_shaped_graph()
+
+    def make_run():
+        if model == "sage":
+            return StepSide(graph, 0, "sage").step
+        side = MgsparseSide(graph, 0, False)  # every layer on every node
+        return lambda: gcn_epoch(side)
+    return one_swap(parallel, "mark_rows", lambda g, rows: g, make_run)
+
+
 SIDES = {"gat": gat_sides, "attention": attention_sides, "sampled": sampled_sides,
          "elementwise": elementwise_sides, "gcn": gcn_sides, "sage": sage_sides,
          "scatter": scatter_sides, "slices": slices_sides, "zeroing": zeroing_sides,
-         "adam": adam_sides}
+         "adam": adam_sides, "rows": rows_sides}
 REVS = {"gat": "5fe5376", "attention": "b704e4c", "sampled": "5fe5376",
         "elementwise": "c1ffb82", "gcn": "2f38205",
         "sage": "1f11607", "scatter": "24f3d39", "slices": "98ad4e1",
-        "zeroing": "03130c8", "adam": "03130c8"}  # the last revision before each change
+        "zeroing": "03130c8", "adam": "03130c8", "rows": "dea53ab"}  # the last revision before each change
 
 
 def main() -> None:
@@ -353,8 +380,8 @@ def main() -> None:
                         "the work's change, REVS)")
     parser.add_argument("--nodes", type=int, default=100_000, help="gat, attention and sage")
     parser.add_argument("--model", choices=["gcn", "sage", "gin"], default=None,
-                        help="slices and zeroing: gcn | sage (default gcn); adam: gin | gcn "
-                        "(default gin)")
+                        help="slices, zeroing and rows: gcn | sage (default gcn); adam: "
+                        "gin | gcn (default gin)")
     parser.add_argument("--width", type=int, help="zeroing only: one product of this width")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=4)
@@ -365,7 +392,8 @@ def main() -> None:
     from compare_sampled import set_threads
 
     set_threads(args.threads)
-    models = {"slices": ("gcn", "sage"), "zeroing": ("gcn", "sage"), "adam": ("gin", "gcn")}
+    models = {"slices": ("gcn", "sage"), "zeroing": ("gcn", "sage"), "adam": ("gin", "gcn"),
+              "rows": ("gcn", "sage")}
     if args.model is not None and args.model not in models.get(args.work, ()):
         parser.error(f"--model {args.model} does not apply to {args.work}")
     if args.width is not None and (args.work != "zeroing" or args.width < 1 or args.model):

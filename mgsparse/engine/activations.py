@@ -68,7 +68,8 @@ class ReluDropout(Function):
         def rows(dx, g_, o):
             np.multiply(g_, scale, out=dx)
             dx *= o > 0
-        return parallel.by_rows(rows, np.empty_like(g), g, ctx.saved_tensors[0]), None, None, None
+        dx = parallel.by_rows(rows, np.empty_like(g), g, ctx.saved_tensors[0])
+        return parallel.same_rows(dx, g), None, None, None
 
 
 class LeakyRelu(Function):

@@ -292,7 +292,7 @@ class MatMul(Function):
         a, b = ctx.saved_tensors
         need_a, need_b = ctx.needs_input_grad
         if a.ndim == 2 and b.ndim == 2:  # x·W, the hot path: row blocks, thread-count exact
-            return (parallel.matmul(g, b.T) if need_a else None,
+            return (parallel.same_rows(parallel.matmul(g, b.T), g) if need_a else None,
                     parallel.matmul_tn(a, g) if need_b else None)
         a2 = a[None, :] if a.ndim == 1 else a
         b2 = b[:, None] if b.ndim == 1 else b

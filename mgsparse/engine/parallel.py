@@ -20,6 +20,7 @@ import contextlib
 import itertools
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -300,6 +301,32 @@ def argmax_rows(z: np.ndarray) -> np.ndarray:
     return out
 
 
+_KNOWN_ROWS: dict[int, tuple[weakref.ref, np.ndarray]] = {}  # id(g) -> (g, its rows)
+
+
+def mark_rows(g: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Record that gradient `g` is zero outside `rows` (increasing, unique; a superset of its
+    nonzero rows), as the op that made it knows: `sparse_rows(g)` then reads g at those rows
+    only. The record lives as long as g; g must not be written afterwards (the backward
+    never writes a gradient it has handed on). Returns g."""
+    key = id(g)
+    _KNOWN_ROWS[key] = (weakref.ref(g, lambda _, key=key: _KNOWN_ROWS.pop(key, None)), rows)
+    return g
+
+
+def known_rows(g: Any) -> np.ndarray | None:
+    """The rows `mark_rows` recorded for this very array, or None."""
+    hit = _KNOWN_ROWS.get(id(g))
+    return hit[1] if hit is not None and hit[0]() is g else None
+
+
+def same_rows(out: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Mark `out` with g's recorded rows, for an op whose output row i is zero wherever g's
+    row i is (g·Wᵀ, g·mask); returns out."""
+    rows = known_rows(g)
+    return out if rows is None else mark_rows(out, rows)
+
+
 def sparse_rows(g: np.ndarray) -> np.ndarray | None:
     """The indices of the nonzero rows of a gradient, when they are few enough to pay.
 
@@ -310,13 +337,20 @@ def sparse_rows(g: np.ndarray) -> np.ndarray | None:
     as soon as they are more than a quarter: a dense gradient is ruled out after reading
     about a quarter of it, a sparse one is read once (a count of nonzero entries first read
     it twice). The answer is the whole pass's at any thread count. The saving is most of the
-    product.
+    product. A gradient whose maker recorded the rows outside which it is zero (`mark_rows`:
+    the cross-entropy's masked rows, and the rows each later op carries them to) is read at
+    those rows only, and the answer is the same rows as the whole pass's: at 100,000 rows
+    the passes took ~2.5 ms of a GCN epoch. A record over a quarter of the rows is ignored
+    (the pass decides, as before).
     """
     if g.ndim not in (1, 2) or len(g) < MIN_BLOCK_ROWS:
         return None
     n = len(g)
     limit, step = SPARSE_ROWS_MAX * n, -(-n // COUNT_BLOCKS)
     ones = np.ones(g.shape[1], dtype=g.dtype) if g.ndim == 2 else None
+    known = known_rows(g)
+    if known is not None and len(known) <= limit:  # recorded (`mark_rows`): read those only
+        return known[(g[known] if ones is None else np.abs(g[known]) @ ones) != 0]
     seen, over = [0], [False]  # rows found so far (a lost update never counts one twice)
 
     def block(start: int, stop: int) -> np.ndarray | None:

@@ -173,6 +173,8 @@ class CrossEntropy(Function):
             block(0, n)
         else:  # blocks at one thread too: each zeroes and fills a stretch still in cache
             parallel.run_blocks(block, parallel.row_blocks(n))
+        if spans:  # zero outside the masked rows: the products below need not look
+            parallel.mark_rows(dz, rows)
         return dz, None, None, None
 
 

@@ -48,7 +48,7 @@ class LinearOp(Function):
         """dx = g·Wᵀ, dW = xᵀ·g, db = Σ_rows g."""
         x, w = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad
-        return (parallel.matmul(g, w.T) if need_x else None,
+        return (parallel.same_rows(parallel.matmul(g, w.T), g) if need_x else None,
                 parallel.matmul_tn(x, g) if need_w else None,
                 parallel.column_sums(g) if need_b else None)
 

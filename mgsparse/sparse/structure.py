@@ -325,9 +325,13 @@ class Structure:
         indptr = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(counts, out=indptr[1:])
         pos = np.repeat(start.astype(np.int64) - indptr[:-1], counts) + np.arange(indptr[-1])
-        sub = sp.csr_matrix((view.data(values, constant)[pos], view.indices[pos], indptr),
+        columns = view.indices[pos]
+        sub = sp.csr_matrix((view.data(values, constant)[pos], columns, indptr),
                             shape=(len(rows), self.shape[1]))
-        return np.asarray(sub.T @ dense[rows])
+        out = np.asarray(sub.T @ dense[rows])
+        touched = np.zeros(self.shape[1], dtype=bool)  # output rows: the columns met
+        touched[columns] = True
+        return parallel.mark_rows(out, np.flatnonzero(touched))
 
     def keys(self) -> np.ndarray:
         """Row-major linear index row·cols + col of every entry (int64)."""

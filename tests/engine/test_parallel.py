@@ -407,3 +407,28 @@ def test_a_dense_gradient_is_freed_as_soon_as_its_last_reference_goes(rng):
             assert alive() is None, threads
         finally:
             gc.enable()
+
+
+def test_a_gradients_recorded_rows_are_all_sparse_rows_reads(rng, monkeypatch):
+    """`mark_rows` records the rows outside which a gradient is zero (a superset is allowed):
+    `sparse_rows` reads g at those rows only and returns the whole pass's answer, the exact
+    nonzero rows (NaN counting as nonzero); a record over a quarter leaves it to the pass.
+    The record belongs to that array only and goes with it; `same_rows` carries it on."""
+    n = 3 * parallel.MIN_BLOCK_ROWS
+    g = _row_sparse(rng, n, 5, 40)
+    g[np.flatnonzero(g.any(axis=1))[3], 2] = np.nan
+    exact = parallel.sparse_rows(g)
+    rows = np.union1d(exact, [0, 7])  # two zero rows added
+    for h in (g, g[:, 1].copy()):  # 2-d and 1-d
+        parallel.mark_rows(h, rows)
+        with monkeypatch.context() as m:
+            m.setattr(parallel, "run_blocks", lambda *a: pytest.fail("the whole array was read"))
+            want = exact if h.ndim == 2 else np.flatnonzero(h)
+            assert np.array_equal(parallel.sparse_rows(h), want)
+    out = parallel.same_rows(g * 2.0, g)
+    assert parallel.known_rows(out) is rows and parallel.known_rows(g.copy()) is None
+    dense = parallel.mark_rows(rng.standard_normal((n, 3)), np.arange(n // 4 + 1))
+    assert parallel.sparse_rows(dense) is None  # a record over a quarter: the pass decides
+    key, before = id(g), len(parallel._KNOWN_ROWS)
+    del g, out, dense
+    assert key not in parallel._KNOWN_ROWS and len(parallel._KNOWN_ROWS) == before - 3
