@@ -284,3 +284,26 @@ def one_line_error(result, code: int, *needles: str) -> str:
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])
     return lines[0]
+
+
+@pytest.fixture
+def row_scans(monkeypatch):
+    """run(build, loss, record) -> (how many times `parallel.sparse_rows` read a whole
+    gradient, the gradients of the parameters of the model `build()` makes, after
+    `loss(model).backward()`), with the ops' row records (`parallel.mark_rows`) on or off."""
+    from mgsparse.engine import parallel
+
+    def run(build, loss, record: bool) -> tuple[int, list]:
+        scans, plain = [0], parallel.run_blocks
+
+        def watched(fn, blocks):
+            scans[0] += fn.__qualname__ == "sparse_rows.<locals>.block"
+            return plain(fn, blocks)
+        with monkeypatch.context() as m:
+            m.setattr(parallel, "run_blocks", watched)
+            if not record:
+                m.setattr(parallel, "mark_rows", lambda g, rows: g)
+            model = build()
+            loss(model).backward()
+        return scans[0], [p.grad for p in model.parameters()]
+    return run

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mgsparse.engine import parallel
 from mgsparse.engine.tensor import Context, Tensor
 from mgsparse.errors import MgsparseError, ShapeError
 
@@ -71,7 +72,14 @@ def _accumulate(grads: dict, fn: type, parent: Tensor, g: np.ndarray) -> None:
         )
     g = g.astype(parent.dtype, copy=False)
     key = id(parent)
-    grads[key] = g if key not in grads else grads[key] + g
+    if key not in grads:
+        grads[key] = g
+        return
+    total = grads[key] + g
+    rows = parallel.known_rows(grads[key]), parallel.known_rows(g)
+    if rows[0] is not None and rows[1] is not None:  # zero outside both: outside the union
+        parallel.mark_rows(total, np.union1d(*rows))
+    grads[key] = total
 
 
 def graph_contexts(root: Tensor) -> list[Context]:

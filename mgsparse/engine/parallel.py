@@ -338,8 +338,8 @@ def sparse_rows(g: np.ndarray) -> np.ndarray | None:
     about a quarter of it, a sparse one is read once (a count of nonzero entries first read
     it twice). The answer is the whole pass's at any thread count. The saving is most of the
     product. A gradient whose maker recorded the rows outside which it is zero (`mark_rows`:
-    the cross-entropy's masked rows, and the rows each later op carries them to) is read at
-    those rows only, and the answer is the same rows as the whole pass's: at 100,000 rows
+    the cross-entropy's masked rows, the rows a gather picked for a loss, and the rows each
+    later op carries them to) is read at those rows only, and the answer is the same rows as the whole pass's: at 100,000 rows
     the passes took ~2.5 ms of a GCN epoch. A record over a quarter of the rows is ignored
     (the pass decides, as before).
     """

@@ -322,11 +322,11 @@ def test_a_layer_given_its_input_dropout_draws_the_stacks_mask_for_any_input(rng
         np.testing.assert_allclose(out.data, want.data, rtol=1e-6, atol=1e-6)
 
 
-def test_a_few_labelled_rows_reach_every_backward_product_without_a_scan(rng, monkeypatch):
+def test_a_few_labelled_rows_reach_every_backward_product_without_a_scan(rng, row_scans):
     """Whole graph, loss on 60 of 12,288 rows: the cross-entropy records its rows and each op
-    below carries them (ReLU-dropout, x·W, the sparse product's columns met), so every
-    `sparse_rows` of the backward answers from a record, never by reading the gradient; the
-    gradients are bitwise those of the same step with nothing recorded."""
+    below carries them (ReLU-dropout, x·W, the sparse product's columns met), so no
+    `sparse_rows` of the backward reads a whole gradient; the gradients are bitwise those of
+    the same step with nothing recorded."""
     from mgsparse.engine import parallel
     from mgsparse.nn import functional as F
 
@@ -335,20 +335,12 @@ def test_a_few_labelled_rows_reach_every_backward_product_without_a_scan(rng, mo
     x = Tensor(rng.standard_normal((n, 8)).astype(np.float32))
     y, rows = rng.integers(0, 3, n), np.sort(rng.choice(n, 60, replace=False))
 
-    def step(record: bool) -> tuple[int, list]:
-        """(passes of `sparse_rows` over a gradient, the parameters' gradients)."""
-        scans, plain = [0], parallel.run_blocks
+    def build():
+        return GCN(8, 16, 3, dropout=0.5, rng=np.random.default_rng(1))
 
-        def watched(fn, blocks):
-            scans[0] += fn.__qualname__ == "sparse_rows.<locals>.block"
-            return plain(fn, blocks)
-        with monkeypatch.context() as m:
-            m.setattr(parallel, "run_blocks", watched)
-            if not record:
-                m.setattr(parallel, "mark_rows", lambda g, r: g)
-            model = GCN(8, 16, 3, dropout=0.5, rng=np.random.default_rng(1))
-            F.cross_entropy(model(x, edges), y, rows).backward()
-        return scans[0], [p.grad for p in model.parameters()]
-    (recorded_scans, recorded), (plain_scans, plain) = step(True), step(False)
+    def loss(model):
+        return F.cross_entropy(model(x, edges), y, rows)
+    (recorded_scans, recorded), (plain_scans, plain) = (row_scans(build, loss, True),
+                                                        row_scans(build, loss, False))
     assert recorded_scans == 0 and plain_scans >= 2  # the unrecorded step reads its gradients
     assert all(a.tobytes() == b.tobytes() for a, b in zip(recorded, plain))
