@@ -48,7 +48,7 @@ The earlier side is this tree with a few functions swapped for their versions at
 - `rows`: the `scatter` epoch (100k SBM, 100 labelled nodes: the backward's gradients are zero
   outside a few rows) with each gradient's nonzero rows found by a pass over it, against this
   tree's, where the cross-entropy records its rows and each op below carries them on
-  (`parallel.mark_rows`): an in-tree switch (`mark_rows` recording nothing), so `--rev` is
+  (`rowsparse.mark_rows`): an in-tree switch (`mark_rows` recording nothing), so `--rev` is
   not read. `--model sage` takes the whole-graph GraphSAGE step instead.
 
 `--rev` must predate the change; its default (`REVS`) is the last revision before it. Prints the median
@@ -193,7 +193,7 @@ def gcn_sides(rev: str, nodes: int):
     from compare_pyg import MgsparseSide
     from floor_gcn import arxiv_shaped_graph
 
-    from mgsparse.engine import parallel
+    from mgsparse.engine import rowsparse
     from mgsparse.nn import functional, gcn
 
     old_c = old_module(rev, "mgsparse/nn/gcn.py", "old_gcn")
@@ -201,11 +201,11 @@ def gcn_sides(rev: str, nodes: int):
     old_p = old_module(rev, "mgsparse/engine/parallel.py", "old_parallel")
 
     def use(forward, loss, rows):
-        gcn.GCNConv.forward, parallel.sparse_rows = forward, rows
+        gcn.GCNConv.forward, rowsparse.sparse_rows = forward, rows
         functional.CrossEntropy.forward = staticmethod(loss)
 
     graph = arxiv_shaped_graph()
-    new = (gcn.GCNConv.forward, functional.CrossEntropy.forward, parallel.sparse_rows)
+    new = (gcn.GCNConv.forward, functional.CrossEntropy.forward, rowsparse.sparse_rows)
     old = (old_c.GCNConv.forward, old_f.CrossEntropy.forward, old_p.sparse_rows)
     sides = {name: MgsparseSide(graph, 0, False) for name in ("old", "new")}
     return {"old": (lambda: use(*old), lambda: gcn_epoch(sides["old"])),
@@ -216,11 +216,11 @@ def sage_sides(rev: str, nodes: int):
     from compare_gat import MgsparseSide
     from floor_gcn import synthetic_graph
 
-    from mgsparse.engine import parallel
+    from mgsparse.engine import rowsparse
 
     old_p = old_module(rev, "mgsparse/engine/parallel.py", "old_parallel")
     graph = synthetic_graph(nodes)
-    return one_swap(parallel, "sparse_rows", old_p.sparse_rows,
+    return one_swap(rowsparse, "sparse_rows", old_p.sparse_rows,
                     lambda: MgsparseSide(graph, 0, "sage").step)
 
 
@@ -351,7 +351,7 @@ def rows_sides(rev: str, nodes: int, model: str = "gcn"):
     from compare_pyg import MgsparseSide
     from floor_gcn import arxiv_shaped_graph, synthetic_graph
 
-    from mgsparse.engine import parallel
+    from mgsparse.engine import rowsparse
 
     graph = synthetic_graph(nodes) if nodes else arxiv_shaped_graph()
 
@@ -360,7 +360,7 @@ def rows_sides(rev: str, nodes: int, model: str = "gcn"):
             return StepSide(graph, 0, "sage").step
         side = MgsparseSide(graph, 0, False)  # every layer on every node
         return lambda: gcn_epoch(side)
-    return one_swap(parallel, "mark_rows", lambda g, rows: g, make_run)
+    return one_swap(rowsparse, "mark_rows", lambda g, rows: g, make_run)
 
 
 SIDES = {"gat": gat_sides, "attention": attention_sides, "sampled": sampled_sides,

@@ -288,10 +288,10 @@ def one_line_error(result, code: int, *needles: str) -> str:
 
 @pytest.fixture
 def row_scans(monkeypatch):
-    """run(build, loss, record) -> (how many times `parallel.sparse_rows` read a whole
+    """run(build, loss, record) -> (how many times `rowsparse.sparse_rows` read a whole
     gradient, the gradients of the parameters of the model `build()` makes, after
-    `loss(model).backward()`), with the ops' row records (`parallel.mark_rows`) on or off."""
-    from mgsparse.engine import parallel
+    `loss(model).backward()`), with the ops' row records (`rowsparse.mark_rows`) on or off."""
+    from mgsparse.engine import parallel, rowsparse
 
     def run(build, loss, record: bool) -> tuple[int, list]:
         scans, plain = [0], parallel.run_blocks
@@ -302,7 +302,7 @@ def row_scans(monkeypatch):
         with monkeypatch.context() as m:
             m.setattr(parallel, "run_blocks", watched)
             if not record:
-                m.setattr(parallel, "mark_rows", lambda g, rows: g)
+                m.setattr(rowsparse, "mark_rows", lambda g, rows: g)
             model = build()
             loss(model).backward()
         return scans[0], [p.grad for p in model.parameters()]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mgsparse.engine import parallel
+from mgsparse.engine import parallel, rowsparse
 from mgsparse.engine.tensor import Function
 
 
@@ -69,7 +69,7 @@ class ReluDropout(Function):
             np.multiply(g_, scale, out=dx)
             dx *= o > 0
         dx = parallel.by_rows(rows, np.empty_like(g), g, ctx.saved_tensors[0])
-        return parallel.same_rows(dx, g), None, None, None
+        return rowsparse.same_rows(dx, g), None, None, None
 
 
 class LeakyRelu(Function):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mgsparse.engine import parallel
+from mgsparse.engine import rowsparse
 from mgsparse.engine.tensor import Context, Tensor
 from mgsparse.errors import MgsparseError, ShapeError
 
@@ -76,9 +76,9 @@ def _accumulate(grads: dict, fn: type, parent: Tensor, g: np.ndarray) -> None:
         grads[key] = g
         return
     total = grads[key] + g
-    rows = parallel.known_rows(grads[key]), parallel.known_rows(g)
+    rows = rowsparse.known_rows(grads[key]), rowsparse.known_rows(g)
     if rows[0] is not None and rows[1] is not None:  # zero outside both: outside the union
-        parallel.mark_rows(total, np.union1d(*rows))
+        rowsparse.mark_rows(total, np.union1d(*rows))
     grads[key] = total
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.engine import parallel
+from mgsparse.engine import parallel, rowsparse
 from mgsparse.engine.masks import keep_mask, kept_scale  # noqa: F401  (Tensor.dropout draws here)
 from mgsparse.engine.tensor import Function
 from mgsparse.errors import ShapeError
@@ -292,8 +292,8 @@ class MatMul(Function):
         a, b = ctx.saved_tensors
         need_a, need_b = ctx.needs_input_grad
         if a.ndim == 2 and b.ndim == 2:  # x·W, the hot path: row blocks, thread-count exact
-            return (parallel.same_rows(parallel.matmul(g, b.T), g) if need_a else None,
-                    parallel.matmul_tn(a, g) if need_b else None)
+            return (rowsparse.same_rows(parallel.matmul(g, b.T), g) if need_a else None,
+                    rowsparse.matmul_tn(a, g) if need_b else None)
         a2 = a[None, :] if a.ndim == 1 else a
         b2 = b[:, None] if b.ndim == 1 else b
         # g in the promoted (..., n, m) shape: restores the axes numpy dropped for 1-d operands

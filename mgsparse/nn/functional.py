@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.engine import Function, Tensor, parallel
+from mgsparse.engine import Function, Tensor, parallel, rowsparse
 from mgsparse.errors import ShapeError
 
 # ---------------------------------------------------------------- masks and targets
@@ -174,7 +174,7 @@ class CrossEntropy(Function):
         else:  # blocks at one thread too: each zeroes and fills a stretch still in cache
             parallel.run_blocks(block, parallel.row_blocks(n))
         if spans:  # zero outside the masked rows: the products below need not look
-            parallel.mark_rows(dz, rows)
+            rowsparse.mark_rows(dz, rows)
         return dz, None, None, None
 
 

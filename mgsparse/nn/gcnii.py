@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.engine import Function, Tensor, parallel
+from mgsparse.engine import Function, Tensor, parallel, rowsparse
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn.appnp import GCNOperator, check_alpha
 from mgsparse.nn.layers import Linear, glorot_
@@ -76,7 +76,7 @@ class GCNIIStep(Function):
             dx *= dx.dtype.type(1.0 - ctx.alpha)
         dw = None
         if need_w:
-            dw = parallel.matmul_tn(mixed, g)
+            dw = rowsparse.matmul_tn(mixed, g)
             dw *= dw.dtype.type(ctx.beta)
         return dx, d_mixed if need_a0 else None, dw, None, None, None, None, None
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.engine import Function, Tensor, parallel
+from mgsparse.engine import Function, Tensor, parallel, rowsparse
 from mgsparse.engine.masks import check_probability, keep_mask, kept_scale
 from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.nn.module import Module, Parameter
@@ -48,8 +48,8 @@ class LinearOp(Function):
         """dx = g·Wᵀ, dW = xᵀ·g, db = Σ_rows g."""
         x, w = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad
-        return (parallel.same_rows(parallel.matmul(g, w.T), g) if need_x else None,
-                parallel.matmul_tn(x, g) if need_w else None,
+        return (rowsparse.same_rows(parallel.matmul(g, w.T), g) if need_x else None,
+                rowsparse.matmul_tn(x, g) if need_w else None,
                 parallel.column_sums(g) if need_b else None)
 
 
@@ -81,7 +81,7 @@ class DropoutLinearOp(Function):
         if need_x:
             dx = parallel.matmul(g, w.T)
             dx = parallel.by_rows(lambda d, k: _scale_kept(d, k, scale), dx, keep)
-        dw = (parallel.matmul_tn_computed(_dropped_rows(x, keep, scale), x.shape, g)
+        dw = (rowsparse.matmul_tn_computed(_dropped_rows(x, keep, scale), x.shape, g)
               if need_w else None)
         return dx, None, None, dw
 

@@ -30,7 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import _sparsetools  # the kernels behind scipy's csr @ dense
 
-from mgsparse.engine import parallel
+from mgsparse.engine import parallel, rowsparse
 from mgsparse.engine.inplace import freeze
 from mgsparse.sparse import slices
 from mgsparse.sparse.slices import ColumnSlices
@@ -308,7 +308,7 @@ class Structure:
         transpose's CSR view runs in parallel row blocks; its permuted values are cached for
         a `constant` A.
         """
-        rows = parallel.sparse_rows(dense)
+        rows = rowsparse.sparse_rows(dense)
         if rows is not None:
             return self._t_matmul_rows(values, dense, rows, constant)
         out = self.csr().t_matmul(values, dense, constant)
@@ -331,7 +331,7 @@ class Structure:
         out = np.asarray(sub.T @ dense[rows])
         touched = np.zeros(self.shape[1], dtype=bool)  # output rows: the columns met
         touched[columns] = True
-        return parallel.mark_rows(out, np.flatnonzero(touched))
+        return rowsparse.mark_rows(out, np.flatnonzero(touched))
 
     def keys(self) -> np.ndarray:
         """Row-major linear index row·cols + col of every entry (int64)."""

@@ -1,4 +1,4 @@
-"""GetItem's backward names the rows its gradient reaches (`parallel.mark_rows`) where they
+"""GetItem's backward names the rows its gradient reaches (`rowsparse.mark_rows`) where they
 are few: the rows picked for a loss (`out[train]`), and a column or row block of a gradient
 whose own rows are recorded; the values are never changed by it."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mgsparse import Function, Tensor
-from mgsparse.engine import parallel
+from mgsparse.engine import parallel, rowsparse
 
 N = 3 * parallel.MIN_BLOCK_ROWS
 
@@ -27,7 +27,7 @@ def test_rows_picked_for_a_loss_are_recorded_on_the_gradient(rng, pick, monkeypa
     idx = {"ints": rows[::-1].copy(), "repeated": np.concatenate([rows, rows[:5]]),
            "negative": rows - N, "mask": np.isin(np.arange(N), rows)}[pick]
     seen = []
-    monkeypatch.setattr(parallel, "mark_rows", lambda g, r: seen.append(r) or g)
+    monkeypatch.setattr(rowsparse, "mark_rows", lambda g, r: seen.append(r) or g)
     grad = _grad_of(x, x[idx])
     assert len(seen) == 1 and np.array_equal(seen[0], rows)
     assert np.array_equal(np.flatnonzero(grad.any(axis=1)), rows)
@@ -44,7 +44,7 @@ class Probe(Function):
 
     @staticmethod
     def backward(ctx, g):
-        Probe.seen.append(parallel.known_rows(g))
+        Probe.seen.append(rowsparse.known_rows(g))
         return g
 
 
@@ -59,7 +59,7 @@ def test_a_block_of_a_recorded_gradient_carries_its_rows_shifted(idx, want):
     g = np.zeros(out.shape)
     g[[5, 40, 41]] = 1.0
     Probe.seen = []
-    out.backward(parallel.mark_rows(g, np.array([5, 40, 41])))
+    out.backward(rowsparse.mark_rows(g, np.array([5, 40, 41])))
     assert len(Probe.seen) == 1
     if want is None:
         assert Probe.seen[0] is None
@@ -83,7 +83,7 @@ def test_two_recorded_gradients_add_up_to_the_union_of_their_rows(rng):
 def test_many_rows_or_a_small_array_record_nothing(rng):
     x = Tensor(rng.standard_normal((N, 2)), requires_grad=True)
     x[np.arange(N // 2)].sum().backward()  # half the rows: past a quarter
-    assert parallel.known_rows(x.grad) is None
+    assert rowsparse.known_rows(x.grad) is None
     small = Tensor(rng.standard_normal((100, 2)), requires_grad=True)
     small[np.array([3, 7])].sum().backward()
-    assert parallel.known_rows(small.grad) is None
+    assert rowsparse.known_rows(small.grad) is None

@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 from mgsparse import SparseTensor, Tensor, gradcheck
-from mgsparse.engine import parallel
+from mgsparse.engine import parallel, rowsparse
 from mgsparse.sparse.structure import CSRView
 
 
@@ -284,7 +284,7 @@ def test_a_gradient_zero_outside_a_few_rows_takes_those_rows_with_scipys_bits(rn
     G[rows] = rng.standard_normal((60, 16))
     m = s.csr().matrix(values)
     with parallel.num_threads(threads):
-        assert np.array_equal(parallel.sparse_rows(G), rows)
+        assert np.array_equal(rowsparse.sparse_rows(G), rows)
         got = s.t_matmul(values, G)
         mixed = s.t_matmul(values, G.astype(np.float64 if dtype == np.float32 else np.float32))
     want = np.asarray(m[rows].T @ G[rows])

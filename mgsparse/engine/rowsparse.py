@@ -1,0 +1,118 @@
+"""Gradients that are zero outside a few rows: finding those rows, recording them, and the
+weight gradient aᵀ·g over them only.
+
+A loss on a few training nodes has a gradient that is zero on every other row, and a sparse
+product carries that one hop back per layer; the products below it then need only those rows
+(`sparse_rows`, used by `Structure.t_matmul` and `matmul_tn`). The op that makes such a
+gradient may record the rows outside which it is zero (`mark_rows`), so the next product reads
+g at those rows only instead of a pass over all of it. Every function here gives the same bits
+for any thread count (`parallel`'s fixed blocks).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from mgsparse.engine import parallel
+
+SPARSE_ROWS_MAX = 1 / 4  # share of nonzero rows up to which a gradient is taken row-sparse
+COUNT_BLOCKS = 16  # row blocks a gradient's nonzero rows are found in, stopping at the limit
+
+_KNOWN_ROWS: dict[int, tuple[weakref.ref, np.ndarray]] = {}  # id(g) -> (g, its rows)
+
+
+def mark_rows(g: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Record that gradient `g` is zero outside `rows` (increasing, unique; a superset of its
+    nonzero rows), as the op that made it knows: `sparse_rows(g)` then reads g at those rows
+    only. The record lives as long as g; g must not be written afterwards (the backward
+    never writes a gradient it has handed on). Returns g."""
+    key = id(g)
+    _KNOWN_ROWS[key] = (weakref.ref(g, lambda _, key=key: _KNOWN_ROWS.pop(key, None)), rows)
+    return g
+
+
+def known_rows(g: Any) -> np.ndarray | None:
+    """The rows `mark_rows` recorded for this very array, or None."""
+    hit = _KNOWN_ROWS.get(id(g))
+    return hit[1] if hit is not None and hit[0]() is g else None
+
+
+def same_rows(out: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Mark `out` with g's recorded rows, for an op whose output row i is zero wherever g's
+    row i is (g·Wᵀ, g·mask); returns out."""
+    rows = known_rows(g)
+    return out if rows is None else mark_rows(out, rows)
+
+
+def sparse_rows(g: np.ndarray) -> np.ndarray | None:
+    """The indices of the nonzero rows of a gradient, when they are few enough to pay.
+
+    A loss on a few training nodes has a gradient that is zero on every other row, and a
+    sparse product carries that one hop back per layer; the products below it then need
+    only those rows. The test: |g|·1 (a BLAS pass, 6x faster than g.any(axis=1); NaN
+    counts as nonzero) marks the nonzero rows, block by block of rows on the pool, and stops
+    as soon as they are more than a quarter: a dense gradient is ruled out after reading
+    about a quarter of it, a sparse one is read once (a count of nonzero entries first read
+    it twice). The answer is the whole pass's at any thread count. The saving is most of the
+    product. A gradient whose maker recorded the rows outside which it is zero (`mark_rows`:
+    the cross-entropy's masked rows, the rows a gather picked for a loss, and the rows each
+    later op carries them to) is read at those rows only, and the answer is the same rows as the whole pass's: at 100,000 rows
+    the passes took ~2.5 ms of a GCN epoch. A record over a quarter of the rows is ignored
+    (the pass decides, as before).
+    """
+    if g.ndim not in (1, 2) or len(g) < parallel.MIN_BLOCK_ROWS:
+        return None
+    n = len(g)
+    limit, step = SPARSE_ROWS_MAX * n, -(-n // COUNT_BLOCKS)
+    ones = np.ones(g.shape[1], dtype=g.dtype) if g.ndim == 2 else None
+    known = known_rows(g)
+    if known is not None and len(known) <= limit:  # recorded (`mark_rows`): read those only
+        return known[(g[known] if ones is None else np.abs(g[known]) @ ones) != 0]
+    seen, over = [0], [False]  # rows found so far (a lost update never counts one twice)
+
+    def block(start: int, stop: int) -> np.ndarray | None:
+        if over[0]:  # past the limit already: the blocks left are not read
+            return None
+        rows = np.flatnonzero(g[start:stop] if ones is None else np.abs(g[start:stop]) @ ones)
+        seen[0] += len(rows)
+        if seen[0] > limit:  # at most the true count: more than a quarter for sure
+            over[0] = True
+        return rows + start
+    # on the pool; not an exception to stop: its traceback would hold g in a reference cycle
+    found = parallel.run_blocks(block, [(s, min(s + step, n)) for s in range(0, n, step)])
+    if over[0] or sum(map(len, found)) > limit:
+        return None
+    return np.concatenate(found)
+
+
+def matmul_tn(a: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """aᵀ·g for a (M, K), g (M, N) — the weight gradient of x·W: a sum over M rows.
+
+    Only the nonzero rows of g count (see `sparse_rows`). Each fixed block of rows (of those
+    rows, or of all) gives a (K, N) partial product, added in block order, so the rounding
+    does not depend on the thread count.
+    """
+    return matmul_tn_computed(a.__getitem__, a.shape, g)
+
+
+def matmul_tn_computed(rows_of: Callable[[Any], np.ndarray], shape: tuple[int, int],
+                       g: np.ndarray) -> np.ndarray:
+    """`matmul_tn(a, g)` for an (M, K) operand made on demand: `rows_of(index)` gives a[index]
+    for a slice or an array of row indices (dropout of a constant input: `nn.layers`)."""
+    if shape[0] * shape[1] * g.shape[1] < parallel.MIN_PARALLEL_WORK:
+        return rows_of(slice(None)).T @ g
+    rows = sparse_rows(g)
+    if rows is not None:  # those rows gathered and multiplied by blocks of them
+        partials = parallel.run_blocks(lambda s, e: rows_of(rows[s:e]).T @ g[rows[s:e]],
+                                       parallel.row_blocks(len(rows)))
+    else:
+        partials = parallel.run_blocks(lambda s, e: rows_of(slice(s, e)).T @ g[s:e],
+                                       parallel.row_blocks(shape[0]))
+    out = partials[0]
+    for p in partials[1:]:
+        out += p
+    return out
