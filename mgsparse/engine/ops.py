@@ -52,7 +52,7 @@ def _row_broadcast(a: Any, b: Any) -> bool:
             and b.shape[0] == a.shape[1] and a.dtype == b.dtype)
 
 
-def _same_rows(a: Any, b: Any) -> bool:
+def _same_shape(a: Any, b: Any) -> bool:
     """a and b of one shape and dtype, at least 2-d: row i of a + b reads row i of each only,
     so row blocks give the one call's numbers."""
     return (type(a) is np.ndarray and type(b) is np.ndarray and a.ndim >= 2
@@ -68,7 +68,7 @@ class Add(Function):
         ctx.shapes = a.shape, b.shape
         if _row_broadcast(a, b):  # a bias: row blocks on the pool where it pays
             return parallel.by_rows(lambda o, a_: parallel.add_rows(a_, b, o), np.empty_like(a), a)
-        if _same_rows(a, b):  # two layers' outputs (GraphSAGE's neighbour and root terms)
+        if _same_shape(a, b):  # two layers' outputs (GraphSAGE's neighbour and root terms)
             return parallel.by_rows(lambda o, a_, b_: np.add(a_, b_, out=o), np.empty_like(a),
                                     a, b)
         return _broadcasting(np.add, a, b)

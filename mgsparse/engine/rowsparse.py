@@ -49,20 +49,15 @@ def same_rows(out: np.ndarray, g: np.ndarray) -> np.ndarray:
 
 
 def sparse_rows(g: np.ndarray) -> np.ndarray | None:
-    """The indices of the nonzero rows of a gradient, when they are few enough to pay.
+    """The indices of the nonzero rows of gradient g when they are at most a quarter of its
+    rows (the products below then take those rows only), else None.
 
-    A loss on a few training nodes has a gradient that is zero on every other row, and a
-    sparse product carries that one hop back per layer; the products below it then need
-    only those rows. The test: |g|·1 (a BLAS pass, 6x faster than g.any(axis=1); NaN
-    counts as nonzero) marks the nonzero rows, block by block of rows on the pool, and stops
-    as soon as they are more than a quarter: a dense gradient is ruled out after reading
-    about a quarter of it, a sparse one is read once (a count of nonzero entries first read
-    it twice). The answer is the whole pass's at any thread count. The saving is most of the
-    product. A gradient whose maker recorded the rows outside which it is zero (`mark_rows`:
-    the cross-entropy's masked rows, the rows a gather picked for a loss, and the rows each
-    later op carries them to) is read at those rows only, and the answer is the same rows as the whole pass's: at 100,000 rows
-    the passes took ~2.5 ms of a GCN epoch. A record over a quarter of the rows is ignored
-    (the pass decides, as before).
+    The test: |g|·1 (a BLAS pass, 6x faster than g.any(axis=1); NaN counts as nonzero), block
+    by block of rows on the pool, stopping once the rows found are more than a quarter: a
+    dense gradient is ruled out after reading about a quarter of it, a sparse one is read once.
+    The answer is the whole pass's at any thread count. A gradient with a record of at most a
+    quarter of the rows (`mark_rows`) is read at those rows only, for the same answer (at
+    100,000 rows the passes took ~2.5 ms of a GCN epoch); a larger record is left to the pass.
     """
     if g.ndim not in (1, 2) or len(g) < parallel.MIN_BLOCK_ROWS:
         return None
