@@ -163,7 +163,8 @@ def gcn_epoch(side) -> tuple[float, float]:
     from mgsparse.run import train_epoch
 
     model, task = side.model, side.task
-    loss, _ = train_epoch(model, side.optimizer, task.batches(model, side.shuffle), None)
+    loss, _ = train_epoch(model, side.optimizer, task.batches(model, side.shuffle), None,
+                          replay=task.replay(model, training=True))
     return loss, task.evaluate(model).val_loss
 
 
@@ -337,7 +338,8 @@ def adam_sides(rev: str, nodes: int, model: str = "gin"):
         net = task.build_model(np.random.default_rng(0))
         opt, shuffle = build_optimizer(config.optim, net), shuffle_generator(0)
         return lambda: train_epoch(net, opt, task.batches(net, shuffle),
-                                   config.train.grad_clip_norm)[0]
+                                   config.train.grad_clip_norm,
+                                   replay=task.replay(net, training=True))[0]
     runs = [make_run(), make_run()]
     return {"old": (lambda: setattr(optimizers, "flat_group", lambda *a: None), runs[0]),
             "new": (lambda: setattr(optimizers, "flat_group", flat), runs[1])}

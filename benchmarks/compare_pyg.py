@@ -94,7 +94,8 @@ class MgsparseSide:
 
     def epoch(self) -> tuple[float, float]:
         """(val acc, test acc) after one training step."""
-        train_epoch(self.model, self.optimizer, self.task.batches(self.model, self.shuffle), None)
+        train_epoch(self.model, self.optimizer, self.task.batches(self.model, self.shuffle), None,
+                    replay=self.task.replay(self.model, training=True))  # as the loop runs it
         scores = self.task.evaluate(self.model)
         fields = {k: v for k, v in self.task.placement.items() if k.endswith(" rows")}
         self.setup = (f"receptive fields: {', '.join(k.removesuffix(' rows') for k in fields)}"

@@ -221,7 +221,8 @@ class MgsparseEpoch:
     def train_step(self) -> float:
         task = self.task
         return train_epoch(self.model, self.optimizer, task.batches(self.model, self.shuffle),
-                           self.config.train.grad_clip_norm, task.reduce_gradients)[0]
+                           self.config.train.grad_clip_norm, task.reduce_gradients,
+                           task.replay(self.model, training=True))[0]
 
     def scores(self) -> tuple[float, float, float, float]:
         s = self.task.evaluate(self.model)

@@ -33,7 +33,8 @@ def setup(nodes: int, receptive_field: bool | str = "auto", graph: str = "synthe
     """compare_pyg's mgsparse side on the synthetic graph, and one training step of it."""
     side = MgsparseSide(load_graph(graph, nodes), 0, receptive_field)
     return lambda: train_epoch(side.model, side.optimizer,
-                               side.task.batches(side.model, side.shuffle), 1.0)
+                               side.task.batches(side.model, side.shuffle), 1.0,
+                               replay=side.task.replay(side.model, training=True))
 
 
 def side_label(args) -> str:

@@ -116,7 +116,8 @@ class Side:
         """(wall, CPU) seconds of one training step and one scoring pass."""
         t0, c0 = time.perf_counter(), time.process_time()
         train_epoch(self.model, self.optimizer, self.task.batches(self.model, self.shuffle),
-                    self.config.train.grad_clip_norm)
+                    self.config.train.grad_clip_norm,
+                    replay=self.task.replay(self.model, training=True))
         self.scores = self.task.evaluate(self.model)
         return time.perf_counter() - t0, time.process_time() - c0
 

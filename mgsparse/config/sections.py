@@ -138,6 +138,9 @@ class TrainConfig:
     # full batch computed on the rows the loss and scores read, and their neighbourhoods
     # (run/field.py); "auto": when that is at most half the graph
     receptive_field: bool | Literal["auto"] = "auto"
+    # full batch: once two steps (and two scorings) run the same ops, run them from a tape,
+    # without the model's Python between them (run/replay.py); the same numbers either way
+    replay: bool = True
     # a full checkpoint (for `mgsparse train --resume`) every N epochs; null: only when a run
     # is stopped (Ctrl-C, SIGTERM). Written with --out only.
     checkpoint_every: int | None = _num(None, ge=1)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from mgsparse.engine import parallel, rowsparse
+from mgsparse.engine.buffers import output_array
+from mgsparse.engine.masks import drawn
 from mgsparse.engine.tensor import Function
 
 
@@ -49,14 +51,15 @@ class ReluDropout(Function):
 
     @staticmethod
     def forward(ctx, x, keep, scale, out=None):
-        """`out`, if given, is a free buffer of x's shape to write into (as Dropout's)."""
+        """`keep` and `out` as Dropout's: a mask or a `masks.Draw`; a buffer or a pool."""
+        keep = drawn(keep, x.shape)
         ctx.scale = scale = x.dtype.type(scale)
 
         def rows(o, x_, k):
             np.maximum(x_, 0, out=o)
             o *= scale
             o *= k
-        out = parallel.by_rows(rows, np.empty_like(x) if out is None else out, x, keep)
+        out = parallel.by_rows(rows, output_array(out, x), x, keep)
         ctx.save_for_backward(out)
         return out
 

@@ -8,6 +8,8 @@ is refused at once, naming the op.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from mgsparse.engine import rowsparse
@@ -15,7 +17,7 @@ from mgsparse.engine.tensor import Context, Tensor
 from mgsparse.errors import MgsparseError, ShapeError
 
 
-def _topological_order(root: Tensor) -> list[Tensor]:
+def topological_order(root: Tensor) -> list[Tensor]:
     """Post-order of the graph below `root`, by an explicit stack (no recursion limit)."""
     order: list[Tensor] = []
     visited: set[int] = {id(root)}
@@ -42,8 +44,16 @@ def _topological_order(root: Tensor) -> list[Tensor]:
 
 
 def run_backward(root: Tensor, grad: np.ndarray, retain_graph: bool) -> None:
+    backward_over(reversed(topological_order(root)), root, grad, retain_graph)
+
+
+def backward_over(nodes: Iterable[Tensor], root: Tensor, grad: np.ndarray,
+                  retain_graph: bool) -> None:
+    """The backward from `root` over `nodes`, in reverse topological order: a tape
+    (`engine.tape`) passes the order it recorded, so a replayed step adds the same gradients
+    in the same order (the same bits) without walking its graph again."""
     grads: dict[int, np.ndarray] = {id(root): grad}
-    for node in reversed(_topological_order(root)):
+    for node in nodes:
         g = grads.pop(id(node), None)
         if g is None:
             continue
@@ -84,4 +94,4 @@ def _accumulate(grads: dict, fn: type, parent: Tensor, g: np.ndarray) -> None:
 
 def graph_contexts(root: Tensor) -> list[Context]:
     """Every op application in the graph below `root`, inputs before outputs."""
-    return [t._ctx for t in _topological_order(root) if t._ctx is not None]
+    return [t._ctx for t in topological_order(root) if t._ctx is not None]

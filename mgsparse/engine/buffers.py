@@ -79,3 +79,13 @@ class Buffers:
 
     def clear(self) -> None:
         self._arrays.clear()
+
+
+def output_array(out: Any, like: np.ndarray) -> np.ndarray:
+    """The array an op writes its output of `like`'s shape into: taken from `out` when it is a
+    `Buffers` (in the op's forward, so that a step run again from its tape takes a free buffer
+    each time, never the one it was recorded with), `out` itself when it is an array, else a
+    new one."""
+    if out is None:
+        return np.empty_like(like)
+    return out.take(like.shape, like.dtype) if isinstance(out, Buffers) else out

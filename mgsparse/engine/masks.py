@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import sys
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -58,6 +59,24 @@ def keep_mask(shape: tuple, p: float, rng: np.random.Generator) -> np.ndarray:
         return drawn.view(np.bool_).reshape(shape)
     words = random_bytes(rng, n * bits // 8).view(np.uint8 if bits == 8 else "<u2")
     return (words >= threshold).reshape(shape)
+
+
+class Draw(NamedTuple):
+    """A keep mask still to be drawn: the op that applies it draws it from `rng` in its
+    forward, at the point the caller would have drawn it (the same bits). An op recorded on a
+    tape (`engine.tape`) then draws a fresh mask each time the tape runs, never the recorded
+    one."""
+
+    p: float
+    rng: np.random.Generator
+
+    def mask(self, shape: tuple) -> np.ndarray:
+        return keep_mask(shape, self.p, self.rng)
+
+
+def drawn(keep: Any, shape: tuple) -> np.ndarray:
+    """`keep` as the mask of `shape` an op applies: drawn now for a `Draw`, else as given."""
+    return keep.mask(shape) if isinstance(keep, Draw) else keep
 
 
 def random_bytes(rng: np.random.Generator, n: int) -> np.ndarray:

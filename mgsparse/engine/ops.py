@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import parallel, rowsparse
-from mgsparse.engine.masks import keep_mask, kept_scale  # noqa: F401  (Tensor.dropout draws here)
+from mgsparse.engine.buffers import output_array
+from mgsparse.engine.masks import Draw, drawn, kept_scale  # noqa: F401  (Tensor.dropout's)
 from mgsparse.engine.tensor import Function
 from mgsparse.errors import ShapeError
 
@@ -203,11 +204,13 @@ class Clip(Function):
 class Dropout(Function):
     @staticmethod
     def forward(ctx, x, keep, scale, out=None):
-        """out = x·keep·scale; `out`, if given, is a free buffer of x's shape to write into."""
+        """out = x·keep·scale. `keep`: a bool mask of x's shape or a `masks.Draw`, drawn here;
+        `out`: a free buffer of x's shape to write into, or a `Buffers` to take one from."""
+        keep = drawn(keep, x.shape)
         ctx.save_for_backward(keep)  # bool: a quarter of a float32 multiplier's bytes
         ctx.scale = scale = x.dtype.type(scale)
         return parallel.by_rows(lambda o, x_, k: _masked_scale(o, x_, k, scale),
-                                np.empty_like(x) if out is None else out, x, keep)
+                                output_array(out, x), x, keep)
 
     @staticmethod
     def backward(ctx, g):

@@ -22,6 +22,7 @@ _FLOATS = (np.float16, np.float32, np.float64)
 
 class _GradMode:
     enabled = True
+    tape: list | None = None  # while `engine.tape.recording`: every op applied, in order
 
 
 @contextlib.contextmanager
@@ -162,6 +163,8 @@ class Function:
             out._ctx = ctx
             if ctx.saved_tensors:
                 ctx.guard(tensors)
+        if _GradMode.tape is not None:
+            _GradMode.tape.append((cls, args, out))
         return out
 
 
@@ -211,26 +214,22 @@ class Tensor:
         op = f", op={self._ctx.fn.__name__}" if self._ctx is not None else ""
         return f"Tensor(shape={self.shape}, dtype={self.dtype}{grad}{op})"
 
-    def __len__(self) -> int:
-        return len(self.data)
+    def __len__(self) -> int: return len(self.data)
 
     # --- conversions
-    def numpy(self) -> np.ndarray:
-        return self.data
+    def numpy(self) -> np.ndarray: return self.data
 
     def item(self) -> float:
         if self.data.size != 1:
             raise ShapeError(f"item() needs a tensor with one element, got shape {self.shape}")
         return float(self.data.reshape(()))
 
-    def detach(self) -> Tensor:
-        return Tensor(self.data, dtype=self.dtype)
+    def detach(self) -> Tensor: return Tensor(self.data, dtype=self.dtype)
 
     def astype(self, dtype: Any) -> Tensor:
         return ops.Cast.apply(self, np.dtype(dtype))
 
-    def zero_grad(self) -> None:
-        self.grad = None
+    def zero_grad(self) -> None: self.grad = None
 
     def retain_grad(self) -> Tensor:
         """Keep `.grad` on this non-leaf tensor after backward (leaves always keep it)."""
@@ -248,10 +247,8 @@ class Tensor:
             raise MgsparseError("backward() on a tensor that does not require grad")
         if grad is None:
             if self.data.size != 1:
-                raise ShapeError(
-                    f"backward() on a non-scalar tensor of shape {self.shape} needs a gradient "
-                    "argument of that shape"
-                )
+                raise ShapeError(f"backward() on a non-scalar tensor of shape {self.shape} "
+                                 "needs a gradient argument of that shape")
             grad = np.ones_like(self.data)
         grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad, dtype=self.dtype)
         if grad.shape != self.shape:
@@ -260,8 +257,14 @@ class Tensor:
 
     # --- front end: every method is one primitive `apply` or a composite of them
     def _lift(self, other: Any) -> Tensor:
-        """A constant operand becomes a Tensor of this tensor's dtype (never an upcast)."""
-        return other if isinstance(other, Tensor) else Tensor(other, dtype=self.dtype)
+        """A constant operand becomes a Tensor of this tensor's dtype (never an upcast); a
+        number is kept as `lifted`, so a tape knows each step's new leaf as one constant."""
+        if isinstance(other, Tensor):
+            return other
+        lifted = Tensor(other, dtype=self.dtype)
+        if isinstance(other, (int, float, np.generic)):
+            lifted.lifted = other
+        return lifted
 
     def __add__(self, other):
         return NotImplemented if _defers(other) else ops.Add.apply(self, self._lift(other))
@@ -338,8 +341,7 @@ class Tensor:
         if not training or p == 0:
             return self
         rng = rng if rng is not None else np.random.default_rng()
-        out = buffers.take(self.shape, self.dtype) if buffers is not None else None
-        return ops.Dropout.apply(self, ops.keep_mask(self.shape, p, rng), ops.kept_scale(p), out)
+        return ops.Dropout.apply(self, ops.Draw(p, rng), ops.kept_scale(p), buffers)
 
     def relu_dropout(self, p: float, training: bool = True,
                      rng: np.random.Generator | None = None, buffers: Any = None):
@@ -349,9 +351,7 @@ class Tensor:
         if not training or p == 0:
             return self.relu()
         rng = rng if rng is not None else np.random.default_rng()
-        out = buffers.take(self.shape, self.dtype) if buffers is not None else None
-        return activations.ReluDropout.apply(self, ops.keep_mask(self.shape, p, rng),
-                                             ops.kept_scale(p), out)
+        return activations.ReluDropout.apply(self, ops.Draw(p, rng), ops.kept_scale(p), buffers)
 
     def argmax(self, axis=-1) -> np.ndarray: return self.data.argmax(axis=axis)
 

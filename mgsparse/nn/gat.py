@@ -103,6 +103,9 @@ class GATConv(Module):
                                 dtype=dtype)
         self.att_src = Parameter(glorot_((heads, out_features), self.rng, dtype), dtype=dtype)
         self.att_dst = Parameter(glorot_((heads, out_features), self.rng, dtype), dtype=dtype)
+        # (H, 1, H) identity: spreads head h's attention vector into column h (`_scores`);
+        # one constant, so every step's graph reads the same leaf (a tape may replay it)
+        self._head_eye = Tensor(np.eye(heads, dtype=dtype).reshape(heads, 1, heads))
         width = heads * out_features if concat else out_features
         self.bias = Parameter(np.zeros(width), dtype=dtype) if bias else None
         self._pattern = GraphCache(cached)
@@ -133,8 +136,7 @@ class GATConv(Module):
         A sum over the last axis of (N, H, C) with C = 8 runs a short reduction per entry
         and its backward a broadcast product; the product is one BLAS call each way."""
         heads, c = self.heads, self.out_features
-        eye = np.eye(heads, dtype=att.dtype).reshape(heads, 1, heads)
-        block = (att.reshape(heads, c, 1) * Tensor(eye)).reshape(heads * c, heads)
+        block = (att.reshape(heads, c, 1) * self._head_eye).reshape(heads * c, heads)
         return (h.reshape(h.shape[0], heads * c) @ block).reshape(-1)
 
     def attention(self, x: Tensor | SparseTensor, edge_index: Any) -> SparseTensor:

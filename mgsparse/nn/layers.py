@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Function, Tensor, parallel, rowsparse
-from mgsparse.engine.masks import check_probability, keep_mask, kept_scale
+from mgsparse.engine.masks import Draw, check_probability, drawn, kept_scale
 from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.nn.module import Module, Parameter
 
@@ -66,6 +66,8 @@ class DropoutLinearOp(Function):
 
     @staticmethod
     def forward(ctx, x, keep, scale, w):
+        """`keep`: a bool mask of x's shape or a `masks.Draw`, drawn here (as Dropout's)."""
+        keep = drawn(keep, x.shape)
         ctx.save_for_backward(x, keep, w)
         ctx.scale = scale = x.dtype.type(scale)
         try:
@@ -106,7 +108,7 @@ def dropout_linear(x: Tensor, w: Tensor, p: float, rng: np.random.Generator) -> 
     check_probability(p)
     if p == 0:
         return x @ w
-    return DropoutLinearOp.apply(x, keep_mask(x.shape, p, rng), kept_scale(p), w)
+    return DropoutLinearOp.apply(x, Draw(p, rng), kept_scale(p), w)
 
 
 class Linear(Module):

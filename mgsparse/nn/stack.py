@@ -122,7 +122,9 @@ class StackedModel(Module):
         self.act = get_activation(activation)
         self.keyed_masks, self.node_ids = keyed_masks, None  # node_ids: x's global row ids
         self.dropout_key: int | None = None
-        self.dropout_step = 0  # training forwards so far
+        # training forwards so far, counted for keyed masks (their only reader): a step
+        # otherwise changes no attribute, so it may run from a tape (`run.replay`)
+        self.dropout_step = 0
         self._before_last = False
         self.buffers = Buffers()  # dropout outputs, reused once the last step let go of them
 
@@ -164,7 +166,8 @@ class StackedModel(Module):
         drawing = self.training and self.p > 0
         if drawing and self.keyed_masks and self.dropout_key is None:
             self.dropout_key = int(self.rng.integers(2**63))
-        step, self.dropout_step = self.dropout_step, self.dropout_step + drawing
+        step = self.dropout_step
+        self.dropout_step += drawing and self.keyed_masks
         fuse = drawing and self._relu_feeds_dropout()
         outputs = []  # every layer's, for jumping knowledge
         dropped = False  # x is the last layer's relu_dropout output: dropped out already

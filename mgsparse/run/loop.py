@@ -25,6 +25,7 @@ from mgsparse.optim import Optimizer, clip_grad_norm_, step_schedule
 from mgsparse.run.budget import check_epoch
 from mgsparse.run.build import build_optimizer, build_schedule
 from mgsparse.run.monitor import EpochMemory, MemoryReport, finite, run_nbytes, trace_step
+from mgsparse.run.replay import Replay
 from mgsparse.run.results import (
     EpochRow,
     EpochStats,
@@ -68,8 +69,8 @@ class Checkpoints(Protocol):
 
 
 def train_epoch(model: Module, optimizer: Optimizer, batches: Iterable[Batch],
-                clip: float | None,
-                reduce: Callable[[list, float], float] | None = None) -> tuple[float, float]:
+                clip: float | None, reduce: Callable[[list, float], float] | None = None,
+                replay: Replay | None = None) -> tuple[float, float]:
     """Every step of one epoch: forward, loss, backward, clip, optimizer step.
 
     Returns (loss, gradient norm): the loss averaged over every target of the epoch (the one
@@ -77,15 +78,20 @@ def train_epoch(model: Module, optimizer: Optimizer, batches: Iterable[Batch],
     clipping alarm cares about. A non-finite step ends the epoch at once without an update
     and is returned as is (the loop calls it divergence). `reduce(params, loss)`, if given,
     runs between backward and clipping and returns the loss to report: a partitioned run
-    sums gradients and loss shares over its ranks there.
+    sums gradients and loss shares over its ranks there. `replay` (the task's, for an epoch
+    of one fixed step) runs the step, from its tape once it may (`run.replay`).
     """
-    model.train()
-    params = model.parameters()
+    if replay is None:
+        model.train()
+    params = model.parameters() if replay is None else replay.params
     total, count, largest, last, steps = 0.0, 0, 0.0, 0.0, 0
     for steps, batch in enumerate(batches, 1):
-        loss, num_targets = batch()
-        optimizer.zero_grad()
-        loss.backward()
+        optimizer.zero_grad()  # before the forward: no step reads a gradient
+        if replay is None:
+            loss, num_targets = batch()
+            loss.backward()
+        else:
+            loss, num_targets = replay.step(batch)
         last = float(loss.data) if reduce is None else reduce(params, float(loss.data))
         grad_norm = float(clip_grad_norm_(params, clip if clip else np.inf))
         if not (finite(last) and finite(grad_norm)):
@@ -147,7 +153,7 @@ def _epochs(config: Config, task: Task, state: RunState, memory: EpochMemory,
         t0 = time.perf_counter()
         traced = memory.begin(epoch)
         loss, grad_norm = train_epoch(model, optimizer, task.batches(model, shuffle), clip,
-                                      task.reduce_gradients)
+                                      task.reduce_gradients, task.replay(model, training=True))
         t1 = time.perf_counter()
         scores = task.evaluate(model)
         held, peak = (memory.end(run_nbytes(task.operands().values(), model, optimizer))

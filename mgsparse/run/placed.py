@@ -131,6 +131,7 @@ class PlacedGraph:
         self._build = build  # how to build the operand while it is UNBUILT
         self.switch = switch  # False: operands held as given (no dense -> sparse switch)
         self._fields: dict[str, Field] = {}  # kept for every epoch and run
+        self.version = 0  # bumped when an operand changes: a recorded step reads the old one
         self._field_sampler: NeighborSampler | None = None
 
     @classmethod
@@ -206,6 +207,7 @@ class PlacedGraph:
             self._operand = sparse
         self.placement[name] = reason
         self._fields = {}  # their rows were gathered from the old operand
+        self.version += 1
 
     def with_operands(self, features: Any, operand: Any) -> PlacedGraph:
         """The same graph on other copies of its operands (the dense-vs-sparse bench)."""

@@ -37,6 +37,7 @@ from mgsparse.config import Config
 from mgsparse.engine import Tensor
 from mgsparse.errors import ConfigError
 from mgsparse.nn.module import Module
+from mgsparse.run.replay import Replay
 
 Batch = Callable[[], tuple[Tensor, int]]  # -> (loss, number of targets it averages over)
 Progress = Callable[..., Any]  # the download progress callback of `mgsparse.data.fetch`
@@ -259,6 +260,11 @@ class Task(ABC):
     def operands(self) -> dict[str, Any]:
         """The data every step reads, by name (features, adjacency): what the run holds."""
         return self.placed.operands()
+
+    def replay(self, model: Module, training: bool) -> Replay | None:
+        """The `Replay` of `model`'s training step (`training`) or of its scores, where the
+        task runs the same ops every epoch; None (the default): both stay eager."""
+        return None
 
     # A task may collect across processes (a partitioned run) or bound its own memory: the
     # loop asks these two, whose defaults are a single process under the config's budget.

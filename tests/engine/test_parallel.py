@@ -13,7 +13,7 @@ import pytest
 from mgsparse import SparseTensor, Tensor
 from mgsparse.engine import parallel
 from mgsparse.engine.buffers import Buffers
-from mgsparse.engine.ops import keep_mask
+from mgsparse.engine.masks import keep_mask
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn import functional as F
 from mgsparse.nn.gcn import GCN

@@ -9,7 +9,7 @@ import pytest
 
 from mgsparse import Function, Tensor, no_grad
 from mgsparse.engine import is_grad_enabled
-from mgsparse.engine.ops import keep_mask, kept_scale
+from mgsparse.engine.masks import keep_mask, kept_scale
 from mgsparse.errors import HyperparameterError, MgsparseError, ShapeError
 
 # ---------------------------------------------------------------- dtype rules

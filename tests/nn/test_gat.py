@@ -13,7 +13,7 @@ import pytest
 from mgsparse import SparseTensor, Tensor, gradcheck
 from mgsparse.checks import CASES
 from mgsparse.config import load_config
-from mgsparse.engine.ops import keep_mask
+from mgsparse.engine.masks import keep_mask
 from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.nn import functional as F
 from mgsparse.nn.gat import GAT, GATConv, attention_pattern

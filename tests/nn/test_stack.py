@@ -40,7 +40,13 @@ def test_dropout_is_drawn_before_every_layer_and_off_in_eval(rng):
     np.testing.assert_array_equal(mlp(x).data, want)  # eval: deterministic, no mask drawn
     mlp.train()
     assert not np.allclose(mlp(x).data, want)
-    assert mlp.dropout_step == 1  # one training forward counted, the eval ones not
+    assert mlp.dropout_step == 0  # counted for keyed masks only, their only reader
+    keyed = MLP(3, 4, 2, layers=2, dropout=0.5, rng=rng, dtype=np.float64)
+    keyed.keyed_masks = True  # as build_model sets it for model.keyed_dropout
+    keyed(x)
+    keyed.eval()
+    keyed(x)
+    assert keyed.dropout_step == 1  # one training forward counted, the eval one not
 
 
 def test_dropout_keeps_sparse_features_sparse(rng):

@@ -113,7 +113,8 @@ def test_without_the_generators_state_the_resumed_run_differs(tmp_path, monkeypa
 
 
 def test_the_checkpoint_holds_the_generators_optimizer_and_config_hash(tmp_path):
-    config = make_config(train={"epochs": 4, "checkpoint_every": 2})
+    config = make_config(train={"epochs": 4, "checkpoint_every": 2},
+                         model={"keyed_dropout": True})  # whose masks count the forwards
     fit(config, make_task(config), should_stop=stop_after(3),
         checkpoints=FullCheckpoints(tmp_path, config))
     _, (meta, arrays) = read_checkpoint(tmp_path)

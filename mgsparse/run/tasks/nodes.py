@@ -30,6 +30,7 @@ from mgsparse.run.build import build_model
 from mgsparse.run.field import AUTO_FRACTION, Field
 from mgsparse.run.metrics import macro_f1, roc_auc
 from mgsparse.run.placed import PlacedGraph
+from mgsparse.run.replay import Replay
 from mgsparse.run.task import ACCURACY_METRICS, Batch, Metric, Scores, Task, TaskMetrics
 
 EXTRA_METRICS = {"f1": ("f1", "macro-F1"), "auc": ("auc", "ROC-AUC (one-vs-rest)")}
@@ -157,10 +158,10 @@ class NodeTask(Task):
         return None
 
     def evaluate(self, model: Module) -> Scores:
-        model.eval()
         field = self._field("scored", self.scored_idx)
+        replay = self.replay(model, training=False)
         with no_grad():
-            logits = self.logits(model) if field is None else field.logits(model)
+            logits = self._scores_logits(model, field, replay)
         y, (_, val, test) = (self.y, self.splits) if field is None else self._scored
         val_at, *acc_at = self._split_targets(field is None, logits)
         val_loss = float(F.cross_entropy_at(logits, val_at).data)
@@ -169,6 +170,16 @@ class NodeTask(Task):
         train_acc, val_acc, test_acc = (F.accuracy_at(pred, at) for at in acc_at)
         return self.metrics.scores(val_loss=val_loss, train_acc=train_acc, val_acc=val_acc,
                                    test_acc=test_acc, **extra)
+
+    def _scores_logits(self, model: Module, field: Field | None,
+                       replay: Replay | None) -> Tensor:
+        """The logits the scores read, in eval mode: the whole graph's or the field's."""
+        def compute() -> Tensor:
+            return self.logits(model) if field is None else field.logits(model)
+        if replay is not None:
+            return replay.forward(compute)
+        model.eval()
+        return compute()
 
     def _split_targets(self, whole: bool, logits: Tensor) -> tuple[F.Targets, ...]:
         """The targets of the validation loss and of the train, val and test accuracies, for
@@ -221,6 +232,7 @@ class GraphTask(NodeTask):
                  budget: int | None = None):
         super().__init__(config, graph, dtype, budget)
         self._propagated: tuple | None = None  # (features, operand, Âᴷ X) of an SGC series
+        self._replays: dict[bool, tuple[Module, int, Replay]] = {}  # see `replay`
         self._fields_allowed = self._may_use_fields()
         fields = [self._field(name, rows) for name, rows in
                   (("training", self.train_idx), ("scored", self.scored_idx))]
@@ -277,6 +289,15 @@ class GraphTask(NodeTask):
         other = copy.copy(self)
         other.placed = self.placed.with_operands(features, operand)
         return other
+
+    def replay(self, model: Module, training: bool) -> Replay:
+        """One step and one scoring an epoch, the same ops each time: each gets a `Replay`
+        per model, anew when an operand changes (the budget's fallback: `placed.version`)."""
+        kept = self._replays.get(training)
+        if kept is None or kept[0] is not model or kept[1] != self.placed.version:
+            kept = model, self.placed.version, Replay(model, training, self.config.train.replay)
+            self._replays[training] = kept
+        return kept[2]
 
     def batches(self, model: Module, shuffle: np.random.Generator) -> Iterator[Batch]:
         field, rows = self._field("training", self.train_idx), self.train_idx
