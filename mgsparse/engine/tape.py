@@ -57,7 +57,8 @@ class Tape:
         self.steps, self.root, self.order = steps, root, order
         self.grad_enabled = grad_enabled
         leaves = {id(v): v for _, sources, *_ in steps for k, v in sources if k == LEAF}
-        self.leaves = tuple((t, t.requires_grad) for t in leaves.values())
+        self.leaves = tuple((t, (t.requires_grad, t.data.dtype, t.data.shape))
+                            for t in leaves.values())
 
     @classmethod
     def of(cls, ops: list, root: Tensor, backward: bool) -> Tape | None:
@@ -79,10 +80,12 @@ class Tape:
         return cls(steps, slot[id(root)], order, _GradMode.enabled)
 
     def current(self) -> bool:
-        """Whether a run now does what the recorded step did: the grad mode and every leaf's
-        `requires_grad` as they were (a frozen parameter changes which gradients exist)."""
+        """Whether a run now does what the recorded step did: the grad mode, and every leaf's
+        `requires_grad` (a frozen parameter changes which gradients exist), dtype and shape
+        as they were (the checks of `Function.apply` that a run skips)."""
         return (_GradMode.enabled == self.grad_enabled
-                and all(t.requires_grad == wanted for t, wanted in self.leaves))
+                and all((t.requires_grad, t.data.dtype, t.data.shape) == recorded
+                        for t, recorded in self.leaves))
 
     def same_as(self, other: Tape) -> bool:
         """Whether two recordings are one program (see the module)."""

@@ -28,7 +28,9 @@ from mgsparse.nn.module import Module
 
 class Replay:
     """Runs one fixed computation of `model` in `training` mode or in eval mode, eagerly until
-    it may run from a tape (see the module). `enabled=False`: always eagerly."""
+    it may run from a tape (see the module). `enabled=False`: always eagerly. An eager run
+    sets the mode (`model.train(training)`); a tape reads no module's `training` flag, so
+    while it runs the flags are left as they are."""
 
     RECORDINGS = 2  # consecutive recordings alike before a tape runs
     CHANGES = 3  # steps that changed the model before it is left eager for good
@@ -71,9 +73,9 @@ class Replay:
             out.backward()
         if tape is None:
             self.enabled = False  # nothing a tape can hold: eager from now on
-        elif model_state(self.model) != before:  # a first step may fill a cache; every step
+        elif model_state(self.model) != before:  # a cache filled, or statistics that move
             self._last, self._alike, self._changes = None, 0, self._changes + 1
-            self.enabled = self._changes < self.CHANGES  # may not (BatchNorm's statistics)
+            self.enabled = self._changes < self.CHANGES  # every step: eager for good
         elif self._last is not None and tape.same_as(self._last[0]) and extra == self._last[1]:
             self._alike += 1
             if self._alike + 1 >= self.RECORDINGS:

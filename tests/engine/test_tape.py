@@ -148,6 +148,9 @@ def test_a_tape_is_no_longer_current_after_a_freeze_or_in_another_grad_mode():
         assert not tape.current()
     net.w1.requires_grad_(False)
     assert not tape.current()
+    net.w1.requires_grad_(True)
+    net.w2.data = net.w2.data.astype(np.float64)  # eager, the op would refuse mixed dtypes
+    assert not tape.current()
 
 
 def test_a_forward_tape_runs_without_a_backward():
