@@ -6,10 +6,11 @@ computation eagerly, recording it (`engine.tape`), until two consecutive recordi
 same program and neither changed the model's attributes; from then on it runs the tape: the
 same ops, the same bits, without the module calls, the argument checks and the graph walk
 (on Cora that is what separated mgsparse's epoch from hand-written numpy's). A recording the
-tape cannot hold, or a model that steps keep changing (BatchNorm's running statistics, a
-counter), keeps the computation eager for the rest of the run (a first step that fills a
-cache only delays the tape); a tape no longer current (a parameter frozen,
-another grad mode) is recorded again. Whoever changes what the computation reads outside the
+tape cannot hold keeps the computation eager for the rest of the run, and so do `ATTEMPTS`
+recordings that changed the model (BatchNorm's running statistics, a counter) or differed
+from the one before (a weight folded anew from those statistics): a first step that fills a
+cache only delays the tape. A tape no longer current (a parameter frozen, another grad mode)
+is recorded again. Whoever changes what the computation reads outside the
 model (the memory budget turning an operand sparse) takes a new `Replay` (`Task.replay`).
 
 `train.replay: false` keeps every step eager; the results are the same bits either way
@@ -33,7 +34,7 @@ class Replay:
     while it runs the flags are left as they are."""
 
     RECORDINGS = 2  # consecutive recordings alike before a tape runs
-    CHANGES = 3  # steps that changed the model before it is left eager for good
+    ATTEMPTS = 4  # recordings that changed the model or differed before it stays eager
 
     def __init__(self, model: Module, training: bool, enabled: bool = True):
         self.model, self.training = model, training
@@ -41,7 +42,7 @@ class Replay:
         self.params = model.parameters()  # the loop's: the model's structure does not change
         self.tape: Tape | None = None
         self._last: tuple[Tape, Any] | None = None  # the previous recording and its extra
-        self._alike, self._changes = 0, 0
+        self._alike, self._misses = 0, 0
         self._extra: Any = None  # what the eager computation returned beside its Tensor
 
     @property
@@ -74,15 +75,22 @@ class Replay:
         if tape is None:
             self.enabled = False  # nothing a tape can hold: eager from now on
         elif model_state(self.model) != before:  # a cache filled, or statistics that move
-            self._last, self._alike, self._changes = None, 0, self._changes + 1
-            self.enabled = self._changes < self.CHANGES  # every step: eager for good
+            self._miss(None)
         elif self._last is not None and tape.same_as(self._last[0]) and extra == self._last[1]:
             self._alike += 1
             if self._alike + 1 >= self.RECORDINGS:
                 self.tape, self._extra, self._last = tape, extra, None
         else:
-            self._last, self._alike = (tape, extra), 0
+            self._miss((tape, extra))
         return out, extra
+
+    def _miss(self, recording: tuple | None) -> None:
+        """A recording that cannot count towards a tape (the first one, one unlike the last,
+        one that changed the model); after `ATTEMPTS` of them, the computation stays eager:
+        recording every epoch would cost without ever paying."""
+        self._misses += self._last is not None or recording is None
+        self._last, self._alike = recording, 0
+        self.enabled = self._misses < self.ATTEMPTS
 
 
 def _eager(compute: Callable[[], tuple[Tensor, Any]], backward: bool) -> tuple:

@@ -52,6 +52,8 @@ def test_replayed_runs_are_bitwise_the_eager_runs(kind, field):
     step, scores = (task._replays[training][2] for training in (True, False))
     assert scores.replaying == (kind not in EAGER_SCORES)
     assert step.replaying == (kind != "gin")  # GIN's BatchNorm moves every step
+    # recordings that never match stop being made (`Replay.ATTEMPTS`): eager for good
+    assert scores.enabled == (kind not in EAGER_SCORES) and step.enabled == (kind != "gin")
 
 
 def test_a_model_whose_steps_change_it_stays_eager():
