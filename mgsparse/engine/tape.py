@@ -56,6 +56,7 @@ class Tape:
     def __init__(self, steps: tuple, root: int, order: tuple | None, grad_enabled: bool):
         self.steps, self.root, self.order = steps, root, order
         self.grad_enabled = grad_enabled
+        self.frees = _last_reads(steps, root) if order is None else None
         leaves = {id(v): v for _, sources, *_ in steps for k, v in sources if k == LEAF}
         self.leaves = tuple((t, (t.requires_grad, t.data.dtype, t.data.shape))
                             for t in leaves.values())
@@ -98,8 +99,8 @@ class Tape:
     def run(self) -> Tensor:
         """The recorded ops again on today's leaves, then (if recorded) the backward from the
         root into the leaves' `.grad`, as `root.backward()` would; returns the root."""
-        outs: list[Tensor] = []
-        for fn, sources, needs, record, dtype in self.steps:
+        outs: list[Tensor | None] = []
+        for i, (fn, sources, needs, record, dtype) in enumerate(self.steps):
             args = [outs[v] if k == SLOT else v for k, v in sources]
             ctx = Context(fn, tuple(args) if record else (), needs)
             data = fn.forward(ctx, *[a if k == CONST else a.data
@@ -111,11 +112,28 @@ class Tape:
             if record:
                 out._ctx = ctx
             outs.append(out)
+            for j in self.frees[i] if self.frees is not None else ():
+                outs[j] = None  # read by no later op: let it go, as an eager pass would
         root = outs[self.root]
         if self.order is not None:
             backward_over([outs[v] if k == SLOT else v for k, v in self.order], root,
                           np.ones_like(root.data), retain_graph=False)
         return root
+
+
+def _last_reads(steps: tuple, root: int) -> tuple[tuple[int, ...], ...]:
+    """Per step, the outputs (not the root) that no later step reads: a forward-only run
+    drops them there, so its peak holds what an eager pass holds, not every output."""
+    last = {j: j for j in range(len(steps))}  # an output nothing reads goes at once
+    for i, (_, sources, *_) in enumerate(steps):
+        for k, v in sources:
+            if k == SLOT:
+                last[v] = i
+    frees: list[list[int]] = [[] for _ in steps]
+    for j, i in last.items():
+        if j != root:
+            frees[i].append(j)
+    return tuple(map(tuple, frees))
 
 
 def _source(a: object, slot: dict[int, int]) -> tuple[int, object]:
