@@ -56,7 +56,9 @@ class Tape:
     def __init__(self, steps: tuple, root: int, order: tuple | None, grad_enabled: bool):
         self.steps, self.root, self.order = steps, root, order
         self.grad_enabled = grad_enabled
-        self.frees = _last_reads(steps, root) if order is None else None
+        # a forward-only run drops each output after its last reader; with a backward, the
+        # graph holds them all until the backward, as an eager step's does
+        self.frees = _last_reads(steps, root) if order is None else ((),) * len(steps)
         leaves = {id(v): v for _, sources, *_ in steps for k, v in sources if k == LEAF}
         self.leaves = tuple((t, (t.requires_grad, t.data.dtype, t.data.shape))
                             for t in leaves.values())
@@ -112,7 +114,7 @@ class Tape:
             if record:
                 out._ctx = ctx
             outs.append(out)
-            for j in self.frees[i] if self.frees is not None else ():
+            for j in self.frees[i]:
                 outs[j] = None  # read by no later op: let it go, as an eager pass would
         root = outs[self.root]
         if self.order is not None:

@@ -33,7 +33,6 @@ class Replay:
     sets the mode (`model.train(training)`); a tape reads no module's `training` flag, so
     while it runs the flags are left as they are."""
 
-    RECORDINGS = 2  # consecutive recordings alike before a tape runs
     ATTEMPTS = 4  # recordings that changed the model or differed before it stays eager
 
     def __init__(self, model: Module, training: bool, enabled: bool = True):
@@ -42,7 +41,7 @@ class Replay:
         self.params = model.parameters()  # the loop's: the model's structure does not change
         self.tape: Tape | None = None
         self._last: tuple[Tape, Any] | None = None  # the previous recording and its extra
-        self._alike, self._misses = 0, 0
+        self._misses = 0
         self._extra: Any = None  # what the eager computation returned beside its Tensor
 
     @property
@@ -61,7 +60,7 @@ class Replay:
         if self.tape is not None:
             if self.tape.current():
                 return self.tape.run(), self._extra
-            self.tape, self._last, self._alike = None, None, 0  # record it again
+            self.tape, self._last = None, None  # record it again
         self.model.train(self.training)
         if not self.enabled:
             return _eager(compute, backward)
@@ -77,9 +76,7 @@ class Replay:
         elif model_state(self.model) != before:  # a cache filled, or statistics that move
             self._miss(None)
         elif self._last is not None and tape.same_as(self._last[0]) and extra == self._last[1]:
-            self._alike += 1
-            if self._alike + 1 >= self.RECORDINGS:
-                self.tape, self._extra, self._last = tape, extra, None
+            self.tape, self._extra, self._last = tape, extra, None  # two alike in a row
         else:
             self._miss((tape, extra))
         return out, extra
@@ -89,7 +86,7 @@ class Replay:
         one that changed the model); after `ATTEMPTS` of them, the computation stays eager:
         recording every epoch would cost without ever paying."""
         self._misses += self._last is not None or recording is None
-        self._last, self._alike = recording, 0
+        self._last = recording
         self.enabled = self._misses < self.ATTEMPTS
 
 
