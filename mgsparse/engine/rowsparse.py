@@ -35,6 +35,13 @@ def mark_rows(g: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return g
 
 
+def forget_rows(g: np.ndarray) -> None:
+    """Drop g's record: g is about to be handed to code that may write it (a `.grad`)."""
+    hit = _KNOWN_ROWS.get(id(g))
+    if hit is not None and hit[0]() is g:
+        del _KNOWN_ROWS[id(g)]
+
+
 def known_rows(g: Any) -> np.ndarray | None:
     """The rows `mark_rows` recorded for this very array, or None."""
     hit = _KNOWN_ROWS.get(id(g))

@@ -49,7 +49,8 @@ class FlatGroup:
     """Flat moments and scratch for a fixed list of parameters of one dtype, with each
     parameter's slice of them as a view of its shape."""
 
-    __slots__ = ("g", "m", "m_views", "params", "s", "t", "t_views", "v", "v_views")
+    __slots__ = ("g", "m", "m_views", "params", "s", "s_views", "t", "t_views", "v",
+                 "v_views")
 
     def __init__(self, params: list[Tensor], state: dict[int, dict[str, Any]]):
         sizes = [p.data.size for p in params]
@@ -63,6 +64,7 @@ class FlatGroup:
             return [flat[a:b].reshape(p.data.shape)
                     for p, a, b in zip(params, bounds, bounds[1:])]
         self.m_views, self.v_views, self.t_views = views(self.m), views(self.v), views(self.t)
+        self.s_views = views(self.s)
         for p, m, v in zip(params, self.m_views, self.v_views):
             old = state.get(id(p))
             step = 0 if old is None else old["step"]
@@ -96,9 +98,9 @@ class FlatGroup:
             if wd and decoupled:
                 for p in params:
                     p.data *= 1.0 - lr * wd
-            elif wd:
-                np.concatenate([p.data.reshape(-1) for p in params], out=s)
-                s *= wd
+            elif wd:  # wd·p straight into each parameter's slice: no flat copy of p first
+                for p, decay in zip(params, self.s_views):
+                    np.multiply(p.data, wd, out=decay)
                 g = np.add(s, g, out=s)
             step = state[id(params[0])]["step"] + 1
             for p in params:
