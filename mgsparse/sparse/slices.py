@@ -16,8 +16,14 @@ took 8.4).
 
 Slices pay on one thread too, once the output outgrows the cache: the scatter's writes land
 anywhere in it, and each slice keeps them within its own range of output rows while X is read
-in order. At 64 columns on a 100,000-node Â (a 25.6 MB output), 45.7 ms in one call against
-16.5 ms in three slices; at 16 columns (6.4 MB) one call stays the fastest (`count`).
+in order. How large a slice's output may grow is the machine's (`benchmarks/slice_size.py`).
+On an AVX-512 Intel host with a fast 32 MB L3 it was 8 MB (100,000 × 64 columns: 45.7 ms in
+one call, 16.5 in three slices; at 16 columns one call stayed the fastest). On the AMD EPYC
+host these machines are now (512 KB of L2 a core, an L3 whose speed moves with the host's
+load) it is about 4 MB: the fastest slice held 1.7–6.9 MB of output over runs minutes apart,
+and one call was always the slowest (the arxiv-shaped Âᵀ·X at 16 columns: 21–80 ms in one
+call, 11–18 in three to six slices; at 64 columns 171–224 against 38–61). Its whole-graph
+GCN epoch at one thread took 0.59–0.85 of its time with 8 MB slices (one call).
 
 The price: every slice walks all of A's row pointers and reads each row of X with an entry
 in it, work that the columns of X do not pay back when X is narrow (`MIN_WIDTH`). The
@@ -36,7 +42,7 @@ from mgsparse.engine import parallel
 from mgsparse.engine.inplace import freeze
 
 MIN_WIDTH = 8  # columns of X from which the slices beat the CSR kernel's row blocks
-SLICE_BYTES = 8 << 20  # output bytes a slice is cut to: a quarter of this machine's 32 MB L3
+SLICE_BYTES = 4 << 20  # output bytes a slice is cut to (benchmarks/slice_size.py)
 
 
 def count(out_rows: int, X: np.ndarray) -> int:
