@@ -49,8 +49,7 @@ class FlatGroup:
     """Flat moments and scratch for a fixed list of parameters of one dtype, with each
     parameter's slice of them as a view of its shape."""
 
-    __slots__ = ("g", "m", "m_views", "params", "s", "s_views", "t", "t_views", "v",
-                 "v_views")
+    __slots__ = ("g", "m", "m_views", "params", "t", "t_views", "v", "v_views")
 
     def __init__(self, params: list[Tensor], state: dict[int, dict[str, Any]]):
         sizes = [p.data.size for p in params]
@@ -58,13 +57,12 @@ class FlatGroup:
         n, dtype = bounds[-1], params[0].data.dtype
         self.params = params
         self.m, self.v = np.zeros(n, dtype=dtype), np.zeros(n, dtype=dtype)
-        self.g, self.t, self.s = (np.empty(n, dtype=dtype) for _ in range(3))
+        self.g, self.t = np.empty(n, dtype=dtype), np.empty(n, dtype=dtype)
 
         def views(flat: np.ndarray) -> list[np.ndarray]:
             return [flat[a:b].reshape(p.data.shape)
                     for p, a, b in zip(params, bounds, bounds[1:])]
         self.m_views, self.v_views, self.t_views = views(self.m), views(self.v), views(self.t)
-        self.s_views = views(self.s)
         for p, m, v in zip(params, self.m_views, self.v_views):
             old = state.get(id(p))
             step = 0 if old is None else old["step"]
@@ -83,13 +81,13 @@ class FlatGroup:
 
     @property
     def scratch_nbytes(self) -> int:
-        return self.g.nbytes + self.t.nbytes + self.s.nbytes
+        return self.g.nbytes + self.t.nbytes
 
     def step(self, group: dict[str, Any], state: dict[int, dict[str, Any]],
              decoupled: bool) -> None:
         """`Adam._update` for every parameter of the group, call by call on the flat arrays."""
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        params, m, v, t, s = self.params, self.m, self.v, self.t, self.s
+        params, m, v, t = self.params, self.m, self.v, self.t
         writes = [modified_in_place(p) for p in params]
         for w in writes:
             w.__enter__()
@@ -98,10 +96,10 @@ class FlatGroup:
             if wd and decoupled:
                 for p in params:
                     p.data *= 1.0 - lr * wd
-            elif wd:  # wd·p straight into each parameter's slice: no flat copy of p first
-                for p, decay in zip(params, self.s_views):
+            elif wd:  # wd·p into each parameter's slice of t (free until the update), added
+                for p, decay in zip(params, self.t_views):  # to g: g + wd·p, the same sum
                     np.multiply(p.data, wd, out=decay)
-                g = np.add(s, g, out=s)
+                g = np.add(g, t, out=g)
             step = state[id(params[0])]["step"] + 1
             for p in params:
                 state[id(p)]["step"] = step
