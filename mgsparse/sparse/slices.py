@@ -41,7 +41,7 @@ from scipy.sparse import _sparsetools
 from mgsparse.engine import parallel
 from mgsparse.engine.inplace import freeze
 
-MIN_WIDTH = 8  # columns of X from which the slices beat the CSR kernel's row blocks
+MIN_WIDTH = 2  # columns of X from which the slices beat the CSR kernel's row blocks (see count)
 SLICE_BYTES = 4 << 20  # output bytes a slice is cut to (benchmarks/slice_size.py)
 
 
@@ -49,7 +49,10 @@ def count(out_rows: int, X: np.ndarray) -> int:
     """How many slices Aᵀ·X takes (1: one call): about one per SLICE_BYTES of output, and
     where the pool cuts the work a multiple of its threads (three slices on two threads
     would leave one thread a third of the work idle). 0 where slices cannot run: more than
-    one thread and an X narrower than MIN_WIDTH (the CSR kernel's row blocks do better)."""
+    one thread and an X narrower than MIN_WIDTH, a vector (the CSR kernel's row blocks).
+    MIN_WIDTH was 8 on the Intel host; on this one, at two threads, two slices beat the row
+    blocks at every width from 2 columns (100,000-node Â: 2.33 against 2.64 ms at 2 columns,
+    3.10 against 3.65 at 5; the arxiv-shaped Â at 7: 10.2 against 12.2)."""
     width = X.shape[1] if X.ndim == 2 else 1
     by_size = max(1, round(out_rows * width * X.itemsize / SLICE_BYTES))
     if parallel.runs_as_one_call(out_rows):
@@ -108,21 +111,23 @@ class ColumnSlices:
 
     def scatter(self, values: np.ndarray, X: np.ndarray, out: np.ndarray,
                 constant: bool = False, bias: np.ndarray | None = None) -> np.ndarray:
-        """out = Aᵀ·X (+ bias on every row) for a contiguous 2-d X and out, one slice per
-        block on the pool. A slice writes only its own output rows [lo, hi), so it zeroes them
+        """out = Aᵀ·X (+ bias on every row) for a contiguous X and out, 2-d or vectors (a
+        vector is one column: the kernel adds the same products in the same order), one slice
+        per block on the pool. A slice writes only its own output rows [lo, hi), so it zeroes them
         first and adds the bias after, each on its own thread while the rows are in cache:
         no serial pass over the whole output (`np.zeros`' memset, a bias pass), and the same
         bits as zeros, the product, then the bias."""
         rows, cols = self.shape
         kept = self.values(values, constant)
         x_flat, out_flat = X.reshape(-1), out.reshape(-1)
+        width = X.shape[1] if X.ndim == 2 else 1
 
         def block(s: int, _: int) -> None:
             lo, hi = self.bounds[s], self.bounds[s + 1]
             out[lo:hi] = 0
             data = kept[s] if kept is not None else values[self.positions[s]]
-            _sparsetools.csc_matvecs(cols, rows, X.shape[1], self.pointers[s], self.indices[s],
-                                     data, x_flat, out_flat)
+            _sparsetools.csc_matvecs(cols, rows, width, self.pointers[s], self.indices[s], data,
+                                     x_flat, out_flat)
             if bias is not None:
                 parallel.add_rows(out[lo:hi], bias, out[lo:hi])
         parallel.run_blocks(block, [(s, s + 1) for s in range(self.count)])

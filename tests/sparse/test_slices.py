@@ -108,6 +108,26 @@ def test_few_columns_give_fewer_slices_never_an_empty_range(rng):
     assert got.tobytes() == _one_call(m, X).tobytes()
 
 
+def test_a_vector_scattered_in_slices_is_bitwise_the_one_call(rng, monkeypatch):
+    """A vector product whose output outgrows SLICE_BYTES where the pool does not cut the
+    work (one thread, or too few rows) is cut into slices like a matrix's: it took
+    X.shape[1] of a 1-d X and failed."""
+    from mgsparse.sparse import slices
+    from mgsparse.sparse.structure import Structure
+
+    m = sp.random(600, 500, density=0.02, random_state=1, format="csr", dtype=np.float32)
+    coo = m.tocoo()
+    structure = Structure(np.stack([coo.row, coo.col]).astype(np.int64), m.shape,
+                          canonical=True)
+    x = rng.standard_normal(600).astype(np.float32)
+    monkeypatch.setattr(slices, "SLICE_BYTES", 256)  # 2,000 output bytes: ~8 slices
+    with parallel.num_threads(1):
+        got = structure.t_matmul(coo.data, x)
+    one = np.zeros(500, np.float32)
+    _sparsetools.csc_matvec(500, 600, m.indptr, m.indices, m.data, x, one)
+    assert got.tobytes() == one.tobytes()
+
+
 def test_the_count_follows_the_threads_and_the_output_size(monkeypatch):
     from mgsparse.sparse import slices
 
@@ -121,7 +141,8 @@ def test_the_count_follows_the_threads_and_the_output_size(monkeypatch):
     with parallel.num_threads(2):
         assert slices.count(rows, wide) == 2 and slices.count(8 * rows, wide) == 16
         assert slices.count(3 * rows // 2, wide) == 4  # three slices' worth: two per thread
-        assert slices.count(rows, narrow) == 0  # too narrow to slice: the row blocks
+        assert slices.count(rows, narrow) == 2  # narrow columns slice too
+        assert slices.count(rows, np.zeros(10, np.float32)) == 0  # a vector: the row blocks
         assert slices.count(100, narrow) == 1  # too few rows for the pool: one call
     assert slices.scatter_pays(rows, wide) and not slices.scatter_pays(rows, narrow)
     assert not slices.scatter_pays(rows, np.zeros(10, np.float32))  # a vector: never

@@ -85,7 +85,7 @@ def test_t_matmul_reading_the_csr_as_csc_is_bitwise_the_transposed_view(rng, dty
         assert took_csc == (name != "transposed view"), name  # its values are not in CSR order
 
 
-@pytest.mark.parametrize("width, sliced", [(4, False), (8, True)])
+@pytest.mark.parametrize("width, sliced", [(1, False), (4, True), (8, True)])
 def test_t_matmul_as_csc_at_one_thread_is_bitwise_the_product_at_two(rng, width, sliced):
     """Where the transpose's product is cut (>= 2 × MIN_BLOCK_ROWS output rows), one thread
     reads A as CSC in one call; two read it by A's column slices (a dense side of at least
