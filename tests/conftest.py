@@ -296,9 +296,9 @@ def row_scans(monkeypatch):
     def run(build, loss, record: bool) -> tuple[int, list]:
         scans, plain = [0], parallel.run_blocks
 
-        def watched(fn, blocks):
+        def watched(fn, blocks, here=False):
             scans[0] += fn.__qualname__ == "sparse_rows.<locals>.block"
-            return plain(fn, blocks)
+            return plain(fn, blocks, here)
         with monkeypatch.context() as m:
             m.setattr(parallel, "run_blocks", watched)
             if not record:

@@ -110,13 +110,19 @@ def num_threads(n: int | None) -> Iterator[int]:
 
 
 def row_blocks(num_rows: int, min_rows: int = MIN_BLOCK_ROWS) -> list[tuple[int, int]]:
-    """Row ranges [start, stop) covering `num_rows`: at most MAX_BLOCKS, each >= min_rows.
+    """Row ranges [start, stop) covering `num_rows`, about equal: one per `min_rows` rows
+    (rounded up), an even count where there are several, at most MAX_BLOCKS.
 
-    Depends on the size only, so every thread count cuts the work the same way.
+    Depends on the size only, so every thread count cuts the work the same way. Equal and
+    even so that two threads take equal shares: 9,700 rows were cut 4,096 + 4,096 + 1,508,
+    one thread's share half again the other's (a sampled batch's weight gradient at two
+    threads: 0.82–0.91 ms, 0.76 in four blocks of 2,425).
     """
     if num_rows <= 0:
         return [(0, 0)]
-    size = max(min_rows, -(-num_rows // MAX_BLOCKS))
+    count = min(MAX_BLOCKS, -(-num_rows // min_rows))
+    count += count % 2 if count > 1 else 0
+    size = -(-num_rows // count)
     return [(s, min(s + size, num_rows)) for s in range(0, num_rows, size)]
 
 
@@ -146,8 +152,10 @@ def runs_as_one_call(num_rows: int) -> bool:
     return get_num_threads() == 1 or _nnz_block_count(num_rows) == 1
 
 
-def run_blocks(fn: Callable[[int, int], Any], blocks: Sequence[tuple[int, int]]) -> list:
-    """fn(start, stop) for every block, on the pool; results in block order.
+def run_blocks(fn: Callable[[int, int], Any], blocks: Sequence[tuple[int, int]],
+               here: bool = False) -> list:
+    """fn(start, stop) for every block, on the pool; results in block order. `here`: all on
+    the calling thread (work too small for the hand-off), the same blocks in the same order.
 
     The calling thread and the pool's helpers take the next block from one shared counter
     until none is left: one hand-off per helper and op, not a future per block (~10 µs each,
@@ -155,7 +163,7 @@ def run_blocks(fn: Callable[[int, int], Any], blocks: Sequence[tuple[int, int]])
     that raises stops the others from starting new blocks; the first error is raised once
     every helper is done, so nothing still writes into the outputs."""
     get_num_threads()
-    if _State.pool is None or len(blocks) < 2 or getattr(_IN_BLOCK, "active", False):
+    if here or _State.pool is None or len(blocks) < 2 or getattr(_IN_BLOCK, "active", False):
         return [fn(a, b) for a, b in blocks]  # a block's own blocks run where it runs
     results: list = [None] * len(blocks)
     claim, errors = _Counter(len(blocks)), []

@@ -54,6 +54,14 @@ def test_set_and_context_restore(monkeypatch):
         set_num_threads(0)
 
 
+@pytest.mark.parametrize("rows, sizes", [(4095, [4095]), (4097, [2049, 2048]),
+                                         (9700, [2425] * 4), (12_288, [3072] * 4),
+                                         (400_000, [6250] * 64)])
+def test_blocks_are_about_equal_and_even_in_count(rows, sizes):
+    """Two threads take equal shares: 9,700 rows were cut 4,096 + 4,096 + 1,508."""
+    assert [b - a for a, b in parallel.row_blocks(rows)] == sizes
+
+
 def test_blocks_cover_the_rows_once_and_ignore_the_thread_count():
     for rows in (0, 1, 4095, 4097, 1_000_003):
         blocks = parallel.row_blocks(rows)
