@@ -76,11 +76,17 @@ def backward_over(nodes: Iterable[Tensor], root: Tensor, grad: np.ndarray,
             ctx.free()
 
 
+def _refs_seen_by_a_callee(g: np.ndarray) -> int:
+    return sys.getrefcount(g)
+
+
 def _unshared_refs() -> int:
-    """What `sys.getrefcount` says of an array held by one local name only (2 on CPython:
-    the name and the call's argument), measured rather than assumed."""
+    """What `sys.getrefcount` says, inside a function, of an array its caller holds under one
+    name and nothing else holds: measured through the same call shape as `_owned`'s (3 on
+    CPython 3.11: the caller's name, the parameter, the count's argument), not assumed, since
+    interpreters differ in which of those they count."""
     probe = np.empty(1)
-    return sys.getrefcount(probe)
+    return _refs_seen_by_a_callee(probe)
 
 
 _UNSHARED = _unshared_refs()
@@ -98,7 +104,7 @@ def _owned(g: np.ndarray) -> np.ndarray:
     torch's AccumulateGrad steals a gradient on the same condition. A row record
     (`rowsparse.mark_rows`) is dropped: the caller may write its `.grad`."""
     if (type(g) is np.ndarray and g.base is None and g.flags.writeable
-            and sys.getrefcount(g) <= _UNSHARED + 1):  # + 1: the caller's name
+            and sys.getrefcount(g) <= _UNSHARED):
         rowsparse.forget_rows(g)
         return g
     return np.array(g)
