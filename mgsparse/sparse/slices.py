@@ -26,9 +26,11 @@ call, 11–18 in three to six slices; at 64 columns 171–224 against 38–61). 
 GCN epoch at one thread took 0.59–0.85 of its time with 8 MB slices (one call).
 
 The price: every slice walks all of A's row pointers and reads each row of X with an entry
-in it, work that the columns of X do not pay back when X is narrow (`MIN_WIDTH`). The
-index copy costs 4 bytes an entry and the positions 4 or 8; a fixed A's values are kept
-sliced too (4 bytes an entry at float32).
+in it, work that the columns of X do not pay back when X is narrow (`MIN_WIDTH`). Memory:
+each slice's row pointers (4 bytes a row of A), the index copy (4 bytes an entry) and either
+the entries' positions in A (4 or 8, to gather changing values) or, for a fixed A, its values
+sliced (4 at float32; the positions are then dropped). A pattern propagating two widths keeps
+one set per slice count (`Structure.column_slices`).
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ class ColumnSlices:
     """About `count` column slices of one CSR pattern, equal in entries (see the module);
     fewer when columns are too few or too full to cut that finely."""
 
-    __slots__ = ("_kept", "bounds", "count", "indices", "pointers", "positions", "shape")
+    __slots__ = ("_a_indices", "_kept", "_positions", "_rebuilt", "bounds", "count", "indices",
+                 "pointers", "shape")
 
     def __init__(self, indptr: np.ndarray, indices: np.ndarray, shape: tuple[int, int],
                  count: int):
@@ -83,20 +86,35 @@ class ColumnSlices:
         targets = np.linspace(0, len(indices), count + 1)[1:-1]
         cuts = np.minimum(np.searchsorted(per_column, targets) + 1, cols).tolist()
         bounds = sorted({0, *cuts, cols})
-        slice_of = np.searchsorted(np.asarray(bounds[1:-1], dtype=indices.dtype), indices,
-                                   side="right")
-        row_of = np.repeat(np.arange(rows, dtype=indices.dtype), np.diff(indptr))
-        position_dtype = np.int32 if len(indices) <= np.iinfo(np.int32).max else np.int64
         self.shape, self.bounds, self.count = shape, bounds, len(bounds) - 1
-        self.pointers, self.indices, self.positions = [], [], []
-        for s in range(self.count):
-            positions = np.flatnonzero(slice_of == s).astype(position_dtype)  # CSR order
+        self._a_indices, self._rebuilt = indices, False
+        self._positions = self._cut_positions()
+        row_of = np.repeat(np.arange(rows, dtype=indices.dtype), np.diff(indptr))
+        self.pointers, self.indices = [], []
+        for positions in self._positions:
             pointers = np.zeros(rows + 1, dtype=indptr.dtype)
             np.cumsum(np.bincount(row_of[positions], minlength=rows), out=pointers[1:])
             self.pointers.append(pointers)
             self.indices.append(indices[positions])
-            self.positions.append(positions)
         self._kept: tuple[weakref.ref, list[np.ndarray]] | None = None
+
+    def _cut_positions(self) -> list[np.ndarray]:
+        """Each slice's entries as positions in A's CSR, in stored order."""
+        indices = self._a_indices
+        slice_of = np.searchsorted(np.asarray(self.bounds[1:-1], dtype=indices.dtype), indices,
+                                   side="right")
+        position_dtype = np.int32 if len(indices) <= np.iinfo(np.int32).max else np.int64
+        return [np.flatnonzero(slice_of == s).astype(position_dtype) for s in range(self.count)]
+
+    @property
+    def positions(self) -> list[np.ndarray]:
+        """Where each slice's entries sit in A's CSR (gathers a slice's values). A fixed A's
+        slices drop them once its values are kept (`values`): 4 bytes an entry that a
+        constant operator never reads again. Cut anew if asked for later, then kept for good
+        (a pattern that takes changing values as well gathers with them every call)."""
+        if self._positions is None:
+            self._positions, self._rebuilt = self._cut_positions(), True
+        return self._positions
 
     def values(self, values: np.ndarray, constant: bool) -> list[np.ndarray] | None:
         """Each slice's values for a fixed `values` array (kept while it lives, the array
@@ -107,6 +125,8 @@ class ColumnSlices:
         if kept is None or kept[0]() is not values:
             freeze(values)
             kept = self._kept = (weakref.ref(values), [values[p] for p in self.positions])
+            if not self._rebuilt:
+                self._positions = None
         return kept[1]
 
     def scatter(self, values: np.ndarray, X: np.ndarray, out: np.ndarray,
@@ -119,13 +139,14 @@ class ColumnSlices:
         bits as zeros, the product, then the bias."""
         rows, cols = self.shape
         kept = self.values(values, constant)
+        positions = self.positions if kept is None else None
         x_flat, out_flat = X.reshape(-1), out.reshape(-1)
         width = X.shape[1] if X.ndim == 2 else 1
 
         def block(s: int, _: int) -> None:
             lo, hi = self.bounds[s], self.bounds[s + 1]
             out[lo:hi] = 0
-            data = kept[s] if kept is not None else values[self.positions[s]]
+            data = kept[s] if kept is not None else values[positions[s]]
             _sparsetools.csc_matvecs(cols, rows, width, self.pointers[s], self.indices[s], data,
                                      x_flat, out_flat)
             if bias is not None:

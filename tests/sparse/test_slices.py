@@ -99,6 +99,29 @@ def test_a_fixed_arrays_slices_are_kept_and_the_array_frozen(rng):
                                atol=1e-5)
 
 
+def test_a_fixed_arrays_slices_drop_their_positions_once_and_cut_them_anew_when_asked(rng):
+    """A fixed A's slices keep its values in place of the positions (4 bytes an entry a
+    slicing); a later array, fixed or changing, cuts them again, the same, and keeps them."""
+    m = _unsorted_with_repeats(rng, 300, 400, 2000)
+    cut = ColumnSlices(m.indptr, m.indices, m.shape, 3)
+    before = [p.copy() for p in cut.positions]
+    X = rng.standard_normal((300, 8)).astype(np.float32)
+    values = m.data.copy()
+    cut.scatter(values, X, np.zeros((400, 8), np.float32), constant=True)
+    assert cut._positions is None  # dropped: only the kept values are read now
+    held = sum(a.nbytes for a in cut.pointers + cut.indices + cut._kept[1])
+    assert held == 3 * 301 * 4 + 2000 * 4 + 2000 * 4
+    again = cut.scatter(values, X, np.zeros((400, 8), np.float32), constant=True)
+    assert cut._positions is None and again.tobytes() == _one_call(m, X).tobytes()
+    other = (m.data * 3).astype(np.float32)
+    got = cut.scatter(other, X, np.zeros((400, 8), np.float32))  # changing values: gathered
+    want = _one_call(sp.csr_matrix((other, m.indices, m.indptr), shape=m.shape), X)
+    assert got.tobytes() == want.tobytes()
+    assert all(np.array_equal(a, b) for a, b in zip(cut._positions, before))
+    cut.scatter(other, X, np.zeros((400, 8), np.float32), constant=True)
+    assert cut._positions is not None  # cut anew once: kept from then on
+
+
 def test_few_columns_give_fewer_slices_never_an_empty_range(rng):
     m = sp.csr_matrix(rng.standard_normal((50, 3)).astype(np.float32))
     cut = ColumnSlices(m.indptr, m.indices, m.shape, 8)
