@@ -25,7 +25,6 @@ import dataclasses
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from mgsparse.data.graph import Graph
 from mgsparse.data.partition import metis_parts
@@ -46,6 +45,9 @@ def node_order(edge_index: np.ndarray, num_nodes: int, method: str) -> np.ndarra
         return np.argsort(-in_degree, kind="stable").astype(np.int64)
     if method == "metis":
         return metis_order(edge_index, num_nodes, METIS_BLOCK)  # read at call: tests shrink it
+    # csgraph loads scipy.linalg: 60 ms of every command's start, for this one call
+    from scipy.sparse.csgraph import reverse_cuthill_mckee
+
     a = symmetric_pattern(edge_index, num_nodes)
     return reverse_cuthill_mckee(a, symmetric_mode=True).astype(np.int64)
 
