@@ -273,6 +273,14 @@ def cli():
     return invoke
 
 
+def gradcheck_sizes() -> list:
+    """Every gradcheck size as a test parameter, the medium sweep over every op marked slow
+    (about 3 s a sweep: the whole suite runs it; the fast part checks a few ops at medium)."""
+    from mgsparse.checks import SIZES
+
+    return [pytest.param(s, marks=pytest.mark.slow) if s == "medium" else s for s in SIZES]
+
+
 def one_line_error(result, code: int, *needles: str) -> str:
     """The command exited with `code` and printed exactly one `error:` line holding every needle
     (and no traceback). Returns that line."""
@@ -307,3 +315,12 @@ def row_scans(monkeypatch):
             loss(model).backward()
         return scans[0], [p.grad for p in model.parameters()]
     return run
+
+
+def pytest_collection_finish(session):
+    """What collection built (every test module, ~3,300 test items, numpy, scipy, rich) lives
+    to the end: freeze it out of the cycle collector's scans, so a `gc.collect()` (a memory
+    measurement's first step) costs what the test made, not 70 ms of the suite's own heap."""
+    import gc
+
+    gc.freeze()

@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mgsparse.checks import CASES, SIZES, run_checks
+from mgsparse.checks import CASES, run_checks
 from mgsparse.checks.case import DROPOUT_P, functions_reached
 from mgsparse.engine import Tensor
 from mgsparse.sparse.ops import SparseFunction
+from tests.conftest import gradcheck_sizes
 
 
 def sparse_functions() -> list[type]:
@@ -32,7 +33,7 @@ def failing(size: str, names: list[str] | None = None) -> set[str]:
     return {r.op for r in run_checks(names, size=size) if not r.passed}
 
 
-@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("size", gradcheck_sizes())
 def test_every_case_through_a_raising_sparse_backward_fails(monkeypatch, size):
     def broken(ctx, g):
         raise RuntimeError("vjp replaced by raise")

@@ -14,7 +14,7 @@ from mgsparse.cli import gradcheck as command
 from mgsparse.cli.render import DelayedBar
 from mgsparse.engine import ops
 from mgsparse.sparse.ops import SpMM
-from tests.conftest import one_line_error
+from tests.conftest import gradcheck_sizes, one_line_error
 
 ROW_KEYS = {"op", "input_shapes", "nnz", "max_abs_err", "max_rel_err", "oracle", "verdict",
             "detail"}
@@ -26,7 +26,7 @@ def run(cli):
     return lambda *args: cli("gradcheck", *args)
 
 
-@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("size", gradcheck_sizes())
 def test_every_size_passes_and_lists_every_op(run, tmp_path, size):
     path = tmp_path / f"{size}.json"
     result = run("--size", size, "--json", path)
