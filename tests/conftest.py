@@ -8,6 +8,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import tempfile
 import threading
 from contextlib import ExitStack, contextmanager
@@ -315,6 +316,15 @@ def row_scans(monkeypatch):
             loss(model).backward()
         return scans[0], [p.grad for p in model.parameters()]
     return run
+
+
+def pytest_configure(config):
+    """A runner started in the background (`pytest &`, nohup, some CI shells) ignores SIGINT,
+    and every process it starts inherits SIG_IGN: the tests that press Ctrl-C on a child
+    (training, downloads, MPI ranks) would see it ignored and time out. Start from what a
+    terminal gives: Python's own KeyboardInterrupt handler, which a child's exec resets."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_finish(session):
