@@ -17,7 +17,6 @@ def test_blas_is_set_to_one_thread_where_numpy_brings_openblas():
     assert blas.limit_blas_threads(1) >= 1
 
 
-
 @pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="needs Linux /proc")
 def test_the_libraries_are_scanned_again_only_after_more_modules_load(monkeypatch):
     """/proc/self/maps is read once per count of loaded modules: a new OpenBLAS comes only
