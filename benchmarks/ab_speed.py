@@ -27,8 +27,8 @@ The earlier side is this tree with a few functions swapped for their versions at
   against this tree's, which reads a fixed symmetric Â's own CSR as CSC on one call (at 2
   threads both take the row blocks);
 - `slices`: the `scatter` epoch with the products' CSC read cut by A's column slices
-  (`sparse/slices.py`) against what ran before them (at 2 threads the CSR kernel's row
-  blocks, at 1 one call): an in-tree switch (`slices.MIN_WIDTH` and `slices.SLICE_BYTES` set
+  (`kernels/slices.py`) against what ran before them (at 2 threads the CSR kernel's row
+  blocks, at 1 one call): an in-tree switch (`kernels.tuning.MIN_WIDTH` and `kernels.tuning.SLICE_BYTES` set
   beyond any width and size on the old side do exactly what the code before the slices did),
   so `--rev` is not read. `--model sage` takes a whole-graph GraphSAGE step instead.
 
@@ -48,7 +48,7 @@ The earlier side is this tree with a few functions swapped for their versions at
 - `rows`: the `scatter` epoch (100k SBM, 100 labelled nodes: the backward's gradients are zero
   outside a few rows) with each gradient's nonzero rows found by a pass over it, against this
   tree's, where the cross-entropy records its rows and each op below carries them on
-  (`rowsparse.mark_rows`): an in-tree switch (`mark_rows` recording nothing), so `--rev` is
+  (`kernels.mark_rows`): an in-tree switch (`mark_rows` recording nothing), so `--rev` is
   not read. `--model sage` takes the whole-graph GraphSAGE step instead.
 
 `--rev` must predate the change; its default (`REVS`) is the last revision before it. Prints the median
@@ -85,7 +85,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mgsparse.engine.allocator import keep_freed_memory
+from mgsparse.kernels.allocator import keep_freed_memory
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -194,7 +194,7 @@ def gcn_sides(rev: str, nodes: int):
     from compare_pyg import MgsparseSide
     from floor_gcn import arxiv_shaped_graph
 
-    from mgsparse.engine import rowsparse
+    from mgsparse import kernels
     from mgsparse.nn import functional, gcn
 
     old_c = old_module(rev, "mgsparse/nn/gcn.py", "old_gcn")
@@ -202,11 +202,11 @@ def gcn_sides(rev: str, nodes: int):
     old_p = old_module(rev, "mgsparse/engine/parallel.py", "old_parallel")
 
     def use(forward, loss, rows):
-        gcn.GCNConv.forward, rowsparse.sparse_rows = forward, rows
+        gcn.GCNConv.forward, kernels.sparse_rows = forward, rows
         functional.CrossEntropy.forward = staticmethod(loss)
 
     graph = arxiv_shaped_graph()
-    new = (gcn.GCNConv.forward, functional.CrossEntropy.forward, rowsparse.sparse_rows)
+    new = (gcn.GCNConv.forward, functional.CrossEntropy.forward, kernels.sparse_rows)
     old = (old_c.GCNConv.forward, old_f.CrossEntropy.forward, old_p.sparse_rows)
     sides = {name: MgsparseSide(graph, 0, False) for name in ("old", "new")}
     return {"old": (lambda: use(*old), lambda: gcn_epoch(sides["old"])),
@@ -217,11 +217,10 @@ def sage_sides(rev: str, nodes: int):
     from compare_gat import MgsparseSide
     from floor_gcn import synthetic_graph
 
-    from mgsparse.engine import rowsparse
-
+    from mgsparse import kernels
     old_p = old_module(rev, "mgsparse/engine/parallel.py", "old_parallel")
     graph = synthetic_graph(nodes)
-    return one_swap(rowsparse, "sparse_rows", old_p.sparse_rows,
+    return one_swap(kernels.rows, "sparse_rows", old_p.sparse_rows,
                     lambda: MgsparseSide(graph, 0, "sage").step)
 
 
@@ -248,11 +247,11 @@ def scatter_sides(rev: str, nodes: int):
 
 def slices_sides(rev: str, nodes: int, model: str = "gcn"):
     """The `scatter` epoch (or a GraphSAGE step) with A's column slices (new) or without
-    (old): `slices.MIN_WIDTH` and `SLICE_BYTES` beyond any width and size send every
+    (old): `kernels.tuning.MIN_WIDTH` and `SLICE_BYTES` beyond any width and size send every
     product where it went before them."""
     from floor_gcn import arxiv_shaped_graph, synthetic_graph
 
-    from mgsparse.sparse import slices
+    from mgsparse import kernels
 
     graph = synthetic_graph(nodes) if nodes else arxiv_shaped_graph()
 
@@ -267,10 +266,10 @@ def slices_sides(rev: str, nodes: int, model: str = "gcn"):
         side = MgsparseSide(graph, 0, False)
         return lambda: gcn_epoch(side)
     runs = [make_run(), make_run()]
-    now = (slices.MIN_WIDTH, slices.SLICE_BYTES)
+    now = (kernels.tuning.MIN_WIDTH, kernels.tuning.SLICE_BYTES)
 
     def use(width: int, size: int) -> None:
-        slices.MIN_WIDTH, slices.SLICE_BYTES = width, size
+        kernels.tuning.MIN_WIDTH, kernels.tuning.SLICE_BYTES = width, size
     return {"old": (lambda: use(1 << 62, 1 << 62), runs[0]),
             "new": (lambda: use(*now), runs[1])}
 
@@ -301,7 +300,8 @@ def zeroing_sides(rev: str, nodes: int, model: str = "gcn", width: int | None = 
     """The `slices` epoch (or GraphSAGE step; with `width`, one product Â·X + b) with
     `--rev`'s slices, which left the zeroing and the bias to serial passes over the whole
     output, against this tree's."""
-    from mgsparse.sparse import slices, structure
+    from mgsparse.kernels import slices
+    from mgsparse.sparse import structure
 
     old_sl = old_module(rev, "mgsparse/sparse/slices.py", "old_slices")
     old_st = old_module(rev, "mgsparse/sparse/structure.py", "old_structure")
@@ -353,8 +353,7 @@ def rows_sides(rev: str, nodes: int, model: str = "gcn"):
     from compare_pyg import MgsparseSide
     from floor_gcn import arxiv_shaped_graph, synthetic_graph
 
-    from mgsparse.engine import rowsparse
-
+    from mgsparse import kernels
     graph = synthetic_graph(nodes) if nodes else arxiv_shaped_graph()
 
     def make_run():
@@ -362,7 +361,7 @@ def rows_sides(rev: str, nodes: int, model: str = "gcn"):
             return StepSide(graph, 0, "sage").step
         side = MgsparseSide(graph, 0, False)  # every layer on every node
         return lambda: gcn_epoch(side)
-    return one_swap(rowsparse, "mark_rows", lambda g, rows: g, make_run)
+    return one_swap(kernels.rows, "mark_rows", lambda g, rows: g, make_run)
 
 
 SIDES = {"gat": gat_sides, "attention": attention_sides, "sampled": sampled_sides,

@@ -32,7 +32,7 @@ from compare_sampled import peer
 from floor_gcn import RECIPE, load_graph
 from speed_table import record_ratio
 
-from mgsparse.engine.allocator import keep_freed_memory
+from mgsparse.kernels.allocator import keep_freed_memory
 
 
 class DglSide:

@@ -30,7 +30,7 @@ from floor_gcn import synthetic_graph
 from speed_table import record_ratio
 
 from mgsparse.engine import Tensor
-from mgsparse.engine.allocator import keep_freed_memory
+from mgsparse.kernels.allocator import keep_freed_memory
 from mgsparse.nn import GAT, GraphSAGE
 from mgsparse.nn import functional as F
 from mgsparse.optim import Adam

@@ -52,7 +52,7 @@ from speed_table import record_ratio
 
 from mgsparse.bench.measure import rss_bytes
 from mgsparse.config import config_from_dict
-from mgsparse.engine.allocator import keep_freed_memory
+from mgsparse.kernels.allocator import keep_freed_memory
 from mgsparse.run import GraphTask, build_optimizer, train_epoch
 from mgsparse.run.task import shuffle_generator
 from mgsparse.sparse import set_num_threads

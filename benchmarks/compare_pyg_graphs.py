@@ -20,7 +20,7 @@ Epoch time (every training step of the epoch plus one evaluation pass over every
 measured in one process, the sides alternating epoch by epoch so all see the same machine,
 with `--threads` threads each (torch.set_num_threads, mgsparse.sparse.set_num_threads; the
 floor's scipy kernels run on one core). The process keeps freed memory for reuse as
-`mgsparse train` does (`mgsparse.engine.allocator.keep_freed_memory`): malloc is the
+`mgsparse train` does (`mgsparse.kernels.allocator.keep_freed_memory`): malloc is the
 process's, so every side runs under the same setting.
 
     MGSPARSE_TU_URL=<folder of the TU zips> python benchmarks/compare_pyg_graphs.py \\
@@ -46,7 +46,7 @@ from speed_table import record_ratio
 
 from mgsparse.config import load_config
 from mgsparse.data import load_dataset
-from mgsparse.engine.allocator import keep_freed_memory
+from mgsparse.kernels.allocator import keep_freed_memory
 from mgsparse.run import build_optimizer, train_epoch
 from mgsparse.run.task import shuffle_generator
 from mgsparse.run.tasks.graphs import EVAL_GRAPHS, GraphClassificationTask

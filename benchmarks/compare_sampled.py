@@ -36,7 +36,7 @@ from floor_gcn import synthetic_graph
 from speed_table import record_ratio
 
 from mgsparse.config import config_from_dict
-from mgsparse.engine.allocator import keep_freed_memory
+from mgsparse.kernels.allocator import keep_freed_memory
 from mgsparse.optim import Adam
 from mgsparse.run import train_epoch
 from mgsparse.run.task import shuffle_generator

@@ -59,7 +59,7 @@ from floor_gcn import Adam, gcn_adjacency, glorot
 from speed_table import record_ratio
 
 from mgsparse.config import Config, load_config
-from mgsparse.engine.allocator import keep_freed_memory
+from mgsparse.kernels.allocator import keep_freed_memory
 from mgsparse.run import build_optimizer, make_task, train_epoch
 from mgsparse.run.placed import load_graph
 from mgsparse.run.task import shuffle_generator

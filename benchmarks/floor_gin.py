@@ -33,7 +33,7 @@ from floor_gcn import Adam, glorot
 
 from mgsparse.data import load_dataset
 from mgsparse.data.graphset import GraphSet
-from mgsparse.engine.allocator import keep_freed_memory
+from mgsparse.kernels.allocator import keep_freed_memory
 from mgsparse.run.tasks.graphs import EVAL_GRAPHS
 from mgsparse.sparse import set_num_threads
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from floor_field import MgsparseEpoch
 
 from mgsparse.config import load_config
-from mgsparse.engine.allocator import keep_freed_memory
+from mgsparse.kernels.allocator import keep_freed_memory
 from mgsparse.sparse import set_num_threads
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "cora.yaml"

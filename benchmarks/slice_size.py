@@ -1,6 +1,6 @@
-"""How large a column slice's output should be on this machine: `slices.SLICE_BYTES` measured.
+"""How large a column slice's output should be on this machine: `kernels.tuning.SLICE_BYTES` measured.
 
-Aᵀ·X by A's column slices (mgsparse/sparse/slices.py) gives the same bits for any number of
+Aᵀ·X by A's column slices (mgsparse/kernels/slices.py) gives the same bits for any number of
 slices; only the time moves, with the machine's caches. This script times it two ways,
 alternating within one process so both sides see the same minute of a shared host:
 
@@ -28,9 +28,11 @@ import numpy as np
 from ab_speed import gcn_epoch
 from floor_gcn import arxiv_shaped_graph, gcn_adjacency, synthetic_graph
 
-from mgsparse.engine.allocator import keep_freed_memory
-from mgsparse.sparse import set_num_threads, slices
-from mgsparse.sparse.slices import ColumnSlices
+from mgsparse import kernels
+from mgsparse.kernels import slices
+from mgsparse.kernels.allocator import keep_freed_memory
+from mgsparse.kernels.slices import ColumnSlices
+from mgsparse.sparse import set_num_threads
 
 
 def product_table(graph, widths: list[int], counts: list[int], rounds: int) -> None:
@@ -57,7 +59,7 @@ def product_table(graph, widths: list[int], counts: list[int], rounds: int) -> N
         chosen = slices.count(n, X)
         print(f"  {width:3d} columns ({mib:.1f} MiB): {cells}")
         print(f"      fastest {cuts[best].count} slices; SLICE_BYTES "
-              f"({slices.SLICE_BYTES / 2**20:g} MiB) picks {chosen}; bitwise equal: {equal}")
+              f"({kernels.tuning.SLICE_BYTES / 2**20:g} MiB) picks {chosen}; bitwise equal: {equal}")
 
 
 def make_run(graph, model: str):
@@ -73,19 +75,19 @@ def make_run(graph, model: str):
 
 
 def epoch_ab(graph, model: str, old_mib: float, rounds: int) -> None:
-    new_bytes, old_bytes = slices.SLICE_BYTES, int(old_mib * 2**20)
+    new_bytes, old_bytes = kernels.tuning.SLICE_BYTES, int(old_mib * 2**20)
     sides = {"old": (old_bytes, make_run(graph, model)), "new": (new_bytes, make_run(graph, model))}
     times: dict[str, list[float]] = {k: [] for k in sides}
     losses: dict[str, list] = {k: [] for k in sides}
     for r in range(rounds + 1):  # round 0 builds the caches: untimed
         for name in ("old", "new") if r % 2 == 0 else ("new", "old"):
             size, run = sides[name]
-            slices.SLICE_BYTES = size
+            kernels.tuning.SLICE_BYTES = size
             t0 = time.perf_counter()
             losses[name].append(run())
             if r:
                 times[name].append((time.perf_counter() - t0) * 1e3)
-    slices.SLICE_BYTES = new_bytes
+    kernels.tuning.SLICE_BYTES = new_bytes
     old, new = (statistics.median(times[k]) for k in ("old", "new"))
     work = "GraphSAGE step" if model == "sage" else "GCN epoch"
     print(f"whole-graph {work}, {graph.num_nodes:,} nodes, {rounds} rounds: SLICE_BYTES "

@@ -38,7 +38,7 @@ from collections.abc import Callable
 import numpy as np
 from speed_table import record_ratio
 
-from mgsparse.engine.allocator import keep_freed_memory
+from mgsparse.kernels.allocator import keep_freed_memory
 from mgsparse.sparse import set_num_threads
 
 Run = Callable[[], tuple]  # one epoch or step; returns what must not depend on the threads

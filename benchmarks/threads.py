@@ -14,8 +14,8 @@
    fixed Â: consecutive entries write different rows), alternating, and whether they agree
    bitwise.
 5. Slices: the same at 2 threads, where `Structure.matmul` cuts the CSC read by Â's column
-   slices (`mgsparse/sparse/slices.py`, one scatter per thread; for `--features` of at
-   least `slices.MIN_WIDTH`), against the CSR kernel's row blocks on the pool.
+   slices (`mgsparse/kernels/slices.py`, one scatter per thread; for `--features` of at
+   least `kernels.tuning.MIN_WIDTH`), against the CSR kernel's row blocks on the pool.
 
     python benchmarks/threads.py [--nodes 1000000] [--features 16] [--repeat 5]
                                  [--graph synthetic | arxiv-shaped]
@@ -31,9 +31,9 @@ import time
 import numpy as np
 from floor_gcn import gcn_adjacency, load_graph
 
-from mgsparse import SparseTensor
-from mgsparse.engine import parallel
-from mgsparse.sparse import set_num_threads, slices
+from mgsparse import SparseTensor, kernels
+from mgsparse.kernels import slices
+from mgsparse.sparse import set_num_threads
 
 
 def count_while(fn) -> tuple[int, float]:
@@ -57,18 +57,18 @@ def streaming(thread_counts: list[int], repeat: int) -> None:
     """GB/s of y = 2·x over 2^24 float32 (64 MB each way) in 2^20-row blocks on the pool."""
     x = np.ones(1 << 24, dtype=np.float32)
     y = np.empty_like(x)
-    blocks = parallel.row_blocks(len(x), 1 << 20)
+    blocks = kernels.row_blocks(len(x), 1 << 20)
     for n in thread_counts:
         set_num_threads(n)
         ms = []
         for _ in range(repeat + 1):
             t0 = time.perf_counter()
-            parallel.run_blocks(lambda s, e: np.multiply(x[s:e], 2, out=y[s:e]), blocks)
+            kernels.run_blocks(lambda s, e: np.multiply(x[s:e], 2, out=y[s:e]), blocks)
             ms.append(time.perf_counter() - t0)
         print(f"streaming y = 2x, {n} thread(s): {2 * x.nbytes / statistics.median(ms[1:]) / 1e9:.1f} GB/s")
 
 
-def kernels(s, v: np.ndarray, X: np.ndarray, repeat: int, threads: int = 1) -> None:
+def sparse_products(s, v: np.ndarray, X: np.ndarray, repeat: int, threads: int = 1) -> None:
     """Â·X at `threads` threads: the CSR kernel's row blocks against `Structure.matmul` on a
     fixed Â (the CSC read: one call at one thread, Â's column slices at more)."""
     set_num_threads(threads)
@@ -126,8 +126,8 @@ def main() -> None:
         print(f"{op:5} {n} thread(s): median {statistics.median(ms):7.1f} ms, "
               f"speed-up {statistics.median(times[first, op]) / statistics.median(ms):.2f}x, "
               f"bitwise equal to {first} thread(s): {same}")
-    kernels(s, v, X, 4 * args.repeat)
-    kernels(s, v, X, 4 * args.repeat, threads=2)
+    sparse_products(s, v, X, 4 * args.repeat)
+    sparse_products(s, v, X, 4 * args.repeat, threads=2)
 
 
 if __name__ == "__main__":

@@ -297,21 +297,22 @@ def one_line_error(result, code: int, *needles: str) -> str:
 
 @pytest.fixture
 def row_scans(monkeypatch):
-    """run(build, loss, record) -> (how many times `rowsparse.sparse_rows` read a whole
+    """run(build, loss, record) -> (how many times `kernels.sparse_rows` read a whole
     gradient, the gradients of the parameters of the model `build()` makes, after
-    `loss(model).backward()`), with the ops' row records (`rowsparse.mark_rows`) on or off."""
-    from mgsparse.engine import parallel, rowsparse
+    `loss(model).backward()`), with the ops' row records (`kernels.mark_rows`) on or off."""
+    from mgsparse import kernels
 
     def run(build, loss, record: bool) -> tuple[int, list]:
-        scans, plain = [0], parallel.run_blocks
+        scans, plain = [0], kernels.run_blocks
 
         def watched(fn, blocks, here=False):
             scans[0] += fn.__qualname__ == "sparse_rows.<locals>.block"
             return plain(fn, blocks, here)
         with monkeypatch.context() as m:
-            m.setattr(parallel, "run_blocks", watched)
+            m.setattr(kernels.pool, "run_blocks", watched)
             if not record:
-                m.setattr(rowsparse, "mark_rows", lambda g, rows: g)
+                m.setattr(kernels, "mark_rows", lambda g, rows: g)
+                m.setattr(kernels.rows, "mark_rows", lambda g, rows: g)
             model = build()
             loss(model).backward()
         return scans[0], [p.grad for p in model.parameters()]

@@ -1,10 +1,12 @@
 """The import rule, checked over every module of the package, not a hand-kept list.
 
-    engine < sparse < nn, optim < distributed < run, bench, checks < cli
+    kernels < engine < sparse < nn, optim < distributed < run, bench, checks < cli
 
 `errors`, `catalog`, `config` and `data` are leaves: `catalog` imports nothing from mgsparse,
 `data` and the `config` package (schema, YAML reader, checks) may read the catalog and the
-errors only. `distributed` (the MPI pieces) sits under the run layer, whose distributed task
+errors only. `kernels` (how things run fast) imports `errors` alone, and every other layer
+reaches it through its public names only (`mgsparse.kernels.__all__`), never a module inside
+it. `distributed` (the MPI pieces) sits under the run layer, whose distributed task
 uses it. Only `cli` imports typer, rich and matplotlib (its `plots`), mpi4py only
 `distributed` and pymetis only `data`, the three extras each only inside a function (lazily),
 so nothing loads an optional extra until it is used.
@@ -31,7 +33,7 @@ import pytest
 import mgsparse
 
 PACKAGE_DIR = Path(mgsparse.__file__).parent
-CORE = {"engine", "errors"}
+CORE = {"kernels", "engine", "errors"}
 LEAVES = {"errors", "catalog", "config", "data"}
 # layer -> the other layers it may import (its own is always allowed)
 MAY_IMPORT: dict[str, set[str]] = {
@@ -39,12 +41,13 @@ MAY_IMPORT: dict[str, set[str]] = {
     "catalog": set(),
     "config": {"catalog", "errors"},
     "data": {"catalog", "errors"},
-    "engine": {"errors"},
-    "sparse": {"engine", "errors"},
-    "nn": {"sparse", "engine", "errors"},
-    "optim": {"engine", "errors"},
+    "kernels": {"errors"},
+    "engine": {"kernels", "errors"},
+    "sparse": {"kernels", "engine", "errors"},
+    "nn": {"kernels", "sparse", "engine", "errors"},
+    "optim": {"kernels", "engine", "errors"},
 }
-BELOW_RUN = {"nn", "optim", "sparse", "engine", "data", "config", "catalog", "errors"}
+BELOW_RUN = {"nn", "optim", "sparse", "engine", "kernels", "data", "config", "catalog", "errors"}
 MAY_IMPORT["distributed"] = set(BELOW_RUN)
 MAY_IMPORT["run"] = BELOW_RUN | {"distributed"}
 MAY_IMPORT["checks"] = set(BELOW_RUN)
@@ -143,6 +146,45 @@ def test_every_import_points_down_the_chain(module):
             elif root in LAZY_ONLY and at_top:
                 wrong.append(f"line {line}: {target} at module level (import it lazily)")
     assert wrong == [], f"{module}: " + "; ".join(wrong)
+
+
+def kernel_internals_used(module: str, base: Path = PACKAGE_DIR) -> list[str]:
+    """What `module` (outside `kernels`) takes from inside the kernels floor: an import of one
+    of its modules, or an attribute `kernels.<name>` that is not one of its public names."""
+    import mgsparse.kernels
+
+    public = set(mgsparse.kernels.__all__)
+    path, _ = source(module, base)
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found = [f"line {line}: imports {target}" for target, line, _ in imports_of(module, base)
+             if target.startswith("mgsparse.kernels.")]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "mgsparse.kernels":
+            found += [f"line {node.lineno}: imports {a.name}" for a in node.names
+                      if a.name not in public]
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id == "kernels" and node.attr not in public):
+            found.append(f"line {node.lineno}: kernels.{node.attr}")
+    return found
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if layer(m) != "kernels"])
+def test_the_layers_use_only_the_kernels_public_names(module):
+    assert kernel_internals_used(module) == []
+
+
+def test_the_kernels_check_catches_an_internal(tmp_path):
+    """Negative control: a layer reaching into the floor is named, line by line."""
+    fake = tmp_path / "mgsparse" / "nn"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "bad.py").write_text("from mgsparse import kernels\n"
+                                 "from mgsparse.kernels.pool import run_blocks\n"
+                                 "from mgsparse.kernels import _State, by_rows\n"
+                                 "x = kernels.pool.run_blocks\ny = kernels.by_rows\n")
+    found = kernel_internals_used("mgsparse.nn.bad", base=tmp_path / "mgsparse")
+    assert found == ["line 2: imports mgsparse.kernels.pool", "line 3: imports _State",
+                     "line 4: kernels.pool"]
 
 
 def test_the_ast_check_catches_an_upward_import(tmp_path):

@@ -24,8 +24,8 @@ from mgsparse.cli.render import (
 )
 from mgsparse.config import load_config
 from mgsparse.distributed.comm import quiet_rank
-from mgsparse.engine.allocator import keep_freed_memory
 from mgsparse.errors import ConfigError, MgsparseError
+from mgsparse.kernels import keep_freed_memory
 from mgsparse.run import (
     evaluate_saved,
     fit,

@@ -7,38 +7,38 @@ backward g·max([x > 0], slope); ELU is max(x, α·expm1(min(x, 0))) for 0 < α 
 backward g·(min(elu(x), 0) + α). They give the select's floats, edges included (±0, ±inf,
 NaN, subnormals: tests/engine/test_activations.py compares bits). GAT's fused attention
 softmax (`sparse/graph.py`) uses the two helpers. Large arrays run in row blocks on the
-pool (`parallel.by_rows`), bitwise the same for any thread count.
+pool (`kernels.by_rows`), bitwise the same for any thread count.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from mgsparse.engine import parallel, rowsparse
-from mgsparse.engine.buffers import output_array
+from mgsparse import kernels
 from mgsparse.engine.masks import drawn
 from mgsparse.engine.tensor import Function
+from mgsparse.kernels import output_array
 
 
 class Relu(Function):
     @staticmethod
     def forward(ctx, x):
         if not ctx.needs_input_grad[0]:  # no backward (an evaluation pass): no mask to keep
-            return parallel.by_rows(lambda out, x_: np.maximum(x_, 0, out=out),
+            return kernels.by_rows(lambda out, x_: np.maximum(x_, 0, out=out),
                                     np.empty_like(x), x)
         mask = np.empty(x.shape, dtype=bool)
 
         def rows(out, mask_, x_):
             np.greater(x_, 0, out=mask_)
             np.maximum(x_, 0, out=out)  # not x·mask: −∞·0 is NaN
-        out = parallel.by_rows(rows, np.empty_like(x), mask, x)
+        out = kernels.by_rows(rows, np.empty_like(x), mask, x)
         ctx.save_for_backward(mask)
         return out
 
     @staticmethod
     def backward(ctx, g):
         """dx = g·[x > 0]."""
-        return parallel.by_rows(lambda dx, g_, m: np.multiply(g_, m, out=dx),
+        return kernels.by_rows(lambda dx, g_, m: np.multiply(g_, m, out=dx),
                                 np.empty_like(g), g, ctx.saved_tensors[0])
 
 
@@ -59,7 +59,7 @@ class ReluDropout(Function):
             np.maximum(x_, 0, out=o)
             o *= scale
             o *= k
-        out = parallel.by_rows(rows, output_array(out, x), x, keep)
+        out = kernels.by_rows(rows, output_array(out, x), x, keep)
         ctx.save_for_backward(out)
         return out
 
@@ -71,8 +71,8 @@ class ReluDropout(Function):
         def rows(dx, g_, o):
             np.multiply(g_, scale, out=dx)
             dx *= o > 0
-        dx = parallel.by_rows(rows, np.empty_like(g), g, ctx.saved_tensors[0])
-        return rowsparse.same_rows(dx, g), None, None, None
+        dx = kernels.by_rows(rows, np.empty_like(g), g, ctx.saved_tensors[0])
+        return kernels.same_rows(dx, g), None, None, None
 
 
 class LeakyRelu(Function):
@@ -83,7 +83,7 @@ class LeakyRelu(Function):
         def rows(out, mask_, x_):
             np.greater(x_, 0, out=mask_)
             leaky_relu_into(out, x_, slope)
-        out = parallel.by_rows(rows, np.empty_like(x), mask, x)
+        out = kernels.by_rows(rows, np.empty_like(x), mask, x)
         ctx.save_for_backward(mask)
         ctx.slope = slope
         return out
@@ -92,7 +92,7 @@ class LeakyRelu(Function):
     def backward(ctx, g):
         """dx = g·(1 if x > 0 else slope)."""
         slope = ctx.slope
-        return parallel.by_rows(lambda dx, g_, m: scale_by_sign(dx, g_, m, slope),
+        return kernels.by_rows(lambda dx, g_, m: scale_by_sign(dx, g_, m, slope),
                                 np.empty_like(g), g, ctx.saved_tensors[0]), None
 
 
@@ -112,7 +112,7 @@ class Elu(Function):
                 np.maximum(x_, out, out=out)
             else:
                 np.copyto(out, np.where(x_ > 0, x_, out))
-        out = parallel.by_rows(rows, np.empty_like(x), x, *([mask] if mask is not None else []))
+        out = kernels.by_rows(rows, np.empty_like(x), x, *([mask] if mask is not None else []))
         ctx.save_for_backward(mask, out)
         ctx.alpha = alpha
         return out
@@ -136,7 +136,7 @@ class Elu(Function):
             else:
                 np.copyto(dx, np.where(m[0], 1, o + alpha))
             dx *= g_
-        return parallel.by_rows(rows, np.empty_like(g), g, out,
+        return kernels.by_rows(rows, np.empty_like(g), g, out,
                                 *([mask] if mask is not None else [])), None
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from mgsparse.engine import rowsparse
+from mgsparse import kernels
 from mgsparse.engine.tensor import Context, Tensor
 from mgsparse.errors import MgsparseError, ShapeError
 
@@ -102,10 +102,10 @@ def _owned(g: np.ndarray) -> np.ndarray:
     (a view holds its base), or kept in a context counts more, and is copied, so no two
     `.grad`s ever share memory and an in-place write to one (clipping) reaches no other.
     torch's AccumulateGrad steals a gradient on the same condition. A row record
-    (`rowsparse.mark_rows`) is dropped: the caller may write its `.grad`."""
+    (`kernels.mark_rows`) is dropped: the caller may write its `.grad`."""
     if (type(g) is np.ndarray and g.base is None and g.flags.writeable
             and sys.getrefcount(g) <= _UNSHARED):
-        rowsparse.forget_rows(g)
+        kernels.forget_rows(g)
         return g
     return np.array(g)
 
@@ -122,9 +122,9 @@ def _accumulate(grads: dict, fn: type, parent: Tensor, g: np.ndarray) -> None:
         grads[key] = g
         return
     total = grads[key] + g
-    rows = rowsparse.known_rows(grads[key]), rowsparse.known_rows(g)
+    rows = kernels.known_rows(grads[key]), kernels.known_rows(g)
     if rows[0] is not None and rows[1] is not None:  # zero outside both: outside the union
-        rowsparse.mark_rows(total, np.union1d(*rows))
+        kernels.mark_rows(total, np.union1d(*rows))
     grads[key] = total
 
 

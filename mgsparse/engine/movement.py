@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mgsparse.engine import parallel, rowsparse
+from mgsparse import kernels
 from mgsparse.engine.tensor import Function
 from mgsparse.errors import ShapeError
 
@@ -72,16 +72,16 @@ class GetItem(Function):
         else:
             np.add.at(dx, ctx.idx, g)  # repeated indices must sum
         rows = _rows_written(ctx.idx, ctx.shape, g)
-        return (dx if rows is None else rowsparse.mark_rows(dx, rows)), None
+        return (dx if rows is None else kernels.mark_rows(dx, rows)), None
 
 
 def _rows_written(idx, shape: tuple, g: np.ndarray) -> np.ndarray | None:
     """The rows of GetItem's dx that g reaches, where they are few and cheap to name (the
     rows of a node-level output picked for a loss, `out[train]`; a block of rows or columns of
-    a gradient whose own rows are recorded), for `rowsparse.sparse_rows`; else None."""
-    if len(shape) < 1 or shape[0] < parallel.MIN_BLOCK_ROWS:
+    a gradient whose own rows are recorded), for `kernels.sparse_rows`; else None."""
+    if len(shape) < 1 or shape[0] < kernels.tuning.MIN_BLOCK_ROWS:
         return None
-    n, few = shape[0], rowsparse.SPARSE_ROWS_MAX * shape[0]
+    n, few = shape[0], kernels.tuning.SPARSE_ROWS_MAX * shape[0]
     if isinstance(idx, np.ndarray) and idx.ndim == 1:  # rows picked along axis 0
         if idx.dtype == bool:
             return np.flatnonzero(idx) if idx.shape == (n,) and idx.sum() <= few else None
@@ -89,7 +89,7 @@ def _rows_written(idx, shape: tuple, g: np.ndarray) -> np.ndarray | None:
             return np.unique(idx % n)
         return None
     first = idx[0] if isinstance(idx, tuple) and idx else idx
-    known = rowsparse.known_rows(g)
+    known = kernels.known_rows(g)
     if known is None or not isinstance(first, slice) or first.step not in (None, 1):
         return None
     start = first.indices(n)[0]

@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.engine import parallel, rowsparse
-from mgsparse.engine.buffers import output_array
+from mgsparse import kernels
 from mgsparse.engine.masks import Draw, drawn, kept_scale  # noqa: F401  (Tensor.dropout's)
 from mgsparse.engine.tensor import Function
 from mgsparse.errors import ShapeError
+from mgsparse.kernels import output_array
 
 
 def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
@@ -24,7 +24,7 @@ def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
         return grad
     extra = grad.ndim - len(shape)
     if extra == 1 and grad.ndim == 2 and grad.dtype.kind == "f":  # a bias gradient
-        grad = parallel.column_sums(grad)
+        grad = kernels.column_sums(grad)
     elif extra > 0:
         grad = grad.sum(axis=tuple(range(extra)))
     stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
@@ -68,9 +68,9 @@ class Add(Function):
     def forward(ctx, a, b):
         ctx.shapes = a.shape, b.shape
         if _row_broadcast(a, b):  # a bias: row blocks on the pool where it pays
-            return parallel.by_rows(lambda o, a_: parallel.add_rows(a_, b, o), np.empty_like(a), a)
+            return kernels.by_rows(lambda o, a_: kernels.add_rows(a_, b, o), np.empty_like(a), a)
         if _same_shape(a, b):  # two layers' outputs (GraphSAGE's neighbour and root terms)
-            return parallel.by_rows(lambda o, a_, b_: np.add(a_, b_, out=o), np.empty_like(a),
+            return kernels.by_rows(lambda o, a_, b_: np.add(a_, b_, out=o), np.empty_like(a),
                                     a, b)
         return _broadcasting(np.add, a, b)
 
@@ -209,14 +209,14 @@ class Dropout(Function):
         keep = drawn(keep, x.shape)
         ctx.save_for_backward(keep)  # bool: a quarter of a float32 multiplier's bytes
         ctx.scale = scale = x.dtype.type(scale)
-        return parallel.by_rows(lambda o, x_, k: _masked_scale(o, x_, k, scale),
+        return kernels.by_rows(lambda o, x_, k: _masked_scale(o, x_, k, scale),
                                 output_array(out, x), x, keep)
 
     @staticmethod
     def backward(ctx, g):
         """dx = g·keep·scale, scale = 1/P(keep)."""
         scale = ctx.scale
-        return parallel.by_rows(lambda o, g_, k: _masked_scale(o, g_, k, scale),
+        return kernels.by_rows(lambda o, g_, k: _masked_scale(o, g_, k, scale),
                                 np.empty_like(g), g, ctx.saved_tensors[0]), None, None, None
 
 
@@ -285,7 +285,7 @@ class MatMul(Function):
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
         try:
-            return parallel.matmul(a, b)  # 2-d × 2-d in row blocks on every core
+            return kernels.matmul(a, b)  # 2-d × 2-d in row blocks on every core
         except ValueError:
             raise ShapeError(f"matmul: shapes {a.shape} and {b.shape} are not aligned") from None
 
@@ -295,8 +295,8 @@ class MatMul(Function):
         a, b = ctx.saved_tensors
         need_a, need_b = ctx.needs_input_grad
         if a.ndim == 2 and b.ndim == 2:  # x·W, the hot path: row blocks, thread-count exact
-            return (rowsparse.same_rows(parallel.matmul(g, b.T), g) if need_a else None,
-                    rowsparse.matmul_tn(a, g) if need_b else None)
+            return (kernels.same_rows(kernels.matmul(g, b.T), g) if need_a else None,
+                    kernels.matmul_tn(a, g) if need_b else None)
         a2 = a[None, :] if a.ndim == 1 else a
         b2 = b[:, None] if b.ndim == 1 else b
         # g in the promoted (..., n, m) shape: restores the axes numpy dropped for 1-d operands

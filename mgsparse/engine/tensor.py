@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.engine.inplace import lock, unlock
 from mgsparse.engine.masks import check_probability
 from mgsparse.errors import MgsparseError, ShapeError
+from mgsparse.kernels import lock, unlock
 
 _FLOATS = (np.float16, np.float32, np.float64)
 

@@ -57,7 +57,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from mgsparse.engine import Tensor, no_grad, parallel
+from mgsparse import kernels
+from mgsparse.engine import Tensor, no_grad
 from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.nn.stack import StackedModel
 from mgsparse.sparse import SparseTensor
@@ -137,7 +138,7 @@ def gather_rows(features: Any, ids: np.ndarray) -> Tensor | SparseTensor:
     # rows element by element (several times slower for 64 float32 columns); by row blocks
     # of the output on the thread pool, each row copied as one call would
     out = np.empty((len(ids), *data.shape[1:]), dtype=data.dtype)
-    parallel.by_rows(lambda rows, i: data.take(i, axis=0, out=rows), out, ids)
+    kernels.by_rows(lambda rows, i: data.take(i, axis=0, out=rows), out, ids)
     return Tensor(out, dtype=data.dtype)
 
 

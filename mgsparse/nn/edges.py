@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Tensor, no_grad
-from mgsparse.engine.inplace import is_frozen
 from mgsparse.errors import ShapeError
+from mgsparse.kernels import is_frozen
 from mgsparse.sparse import SparseTensor
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.engine import Function, Tensor, parallel, rowsparse
+from mgsparse import kernels
+from mgsparse.engine import Function, Tensor
 from mgsparse.errors import ShapeError
 
 # ---------------------------------------------------------------- masks and targets
@@ -131,10 +132,10 @@ class CrossEntropy(Function):
             _row_sum(block, out=sums[s:stop, 0])
             if keep:
                 block /= sums[s:stop]
-        if e.size < parallel.MIN_PARALLEL_ELEMENTS:
+        if e.size < kernels.tuning.MIN_PARALLEL_ELEMENTS:
             rows_of(0, n)
         else:  # row blocks (on the pool): each row's numbers are the one call's, bitwise
-            parallel.run_blocks(rows_of, parallel.row_blocks(n))
+            kernels.run_blocks(rows_of, kernels.row_blocks(n))
         loss = np.add.reduce(np.log(sums[:, 0])) - np.add.reduce(picked)  # .sum(), unwrapped
         if keep:
             ctx.save_for_backward(e, t, rows)
@@ -169,12 +170,12 @@ class CrossEntropy(Function):
             if spans:  # zero dz from this block's first row to the next block's
                 dz[0 if s == 0 else rows[s]:len(dz) if e == n else rows[e]] = 0
             dz[rows[s:e]] = _scaled(probs[s:e], t[s:e], scale)
-        if probs.size < parallel.MIN_PARALLEL_ELEMENTS:
+        if probs.size < kernels.tuning.MIN_PARALLEL_ELEMENTS:
             block(0, n)
         else:  # blocks at one thread too: each zeroes and fills a stretch still in cache
-            parallel.run_blocks(block, parallel.row_blocks(n))
+            kernels.run_blocks(block, kernels.row_blocks(n))
         if spans:  # zero outside the masked rows: the products below need not look
-            rowsparse.mark_rows(dz, rows)
+            kernels.mark_rows(dz, rows)
         return dz, None, None, None
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Tensor
-from mgsparse.engine.inplace import freeze
 from mgsparse.errors import HyperparameterError
+from mgsparse.kernels import freeze
 from mgsparse.nn.edges import FixedProduct, GraphCache, check_edge_index
 from mgsparse.nn.layers import LinearOp, dropout_linear, glorot_
 from mgsparse.nn.module import Module, ModuleList, Parameter

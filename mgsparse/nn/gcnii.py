@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.engine import Function, Tensor, parallel, rowsparse
+from mgsparse import kernels
+from mgsparse.engine import Function, Tensor
 from mgsparse.errors import HyperparameterError
 from mgsparse.nn.appnp import GCNOperator, check_alpha
 from mgsparse.nn.layers import Linear, glorot_
@@ -54,7 +55,7 @@ class GCNIIStep(Function):
         mixed += a0
         mix = weight * one(beta)  # (F, F): β W + (1 − β) I
         mix.flat[::mix.shape[0] + 1] += one(1.0 - beta)
-        y = parallel.matmul(mixed, mix)
+        y = kernels.matmul(mixed, mix)
         keep = y > 0 if relu else None
         if relu:
             np.maximum(y, 0, out=y)
@@ -69,14 +70,14 @@ class GCNIIStep(Function):
         need_x, need_a0, need_w = ctx.needs_input_grad[:3]
         if keep is not None:
             g = g * keep
-        d_mixed = parallel.matmul(g, mix.T)
+        d_mixed = kernels.matmul(g, mix.T)
         dx = None
         if need_x:
             dx = ctx.structure.t_matmul(ctx.values, d_mixed, constant=True)
             dx *= dx.dtype.type(1.0 - ctx.alpha)
         dw = None
         if need_w:
-            dw = rowsparse.matmul_tn(mixed, g)
+            dw = kernels.matmul_tn(mixed, g)
             dw *= dw.dtype.type(ctx.beta)
         return dx, d_mixed if need_a0 else None, dw, None, None, None, None, None
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.engine import Function, Tensor, parallel, rowsparse
+from mgsparse import kernels
+from mgsparse.engine import Function, Tensor
 from mgsparse.engine.masks import Draw, check_probability, drawn, kept_scale
 from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.nn.module import Module, Parameter
@@ -39,7 +40,7 @@ class LinearOp(Function):
     def forward(ctx, x, w, b):
         ctx.save_for_backward(x, w)
         try:
-            return parallel.matmul(x, w, b)
+            return kernels.matmul(x, w, b)
         except ValueError:
             raise ShapeError(f"Linear: input {x.shape} does not fit weight {w.shape}") from None
 
@@ -48,9 +49,9 @@ class LinearOp(Function):
         """dx = g·Wᵀ, dW = xᵀ·g, db = Σ_rows g."""
         x, w = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad
-        return (rowsparse.same_rows(parallel.matmul(g, w.T), g) if need_x else None,
-                rowsparse.matmul_tn(x, g) if need_w else None,
-                parallel.column_sums(g) if need_b else None)
+        return (kernels.same_rows(kernels.matmul(g, w.T), g) if need_x else None,
+                kernels.matmul_tn(x, g) if need_w else None,
+                kernels.column_sums(g) if need_b else None)
 
 
 class DropoutLinearOp(Function):
@@ -71,7 +72,7 @@ class DropoutLinearOp(Function):
         ctx.save_for_backward(x, keep, w)
         ctx.scale = scale = x.dtype.type(scale)
         try:
-            return parallel.matmul_computed(_dropped_rows(x, keep, scale), x.shape, w)
+            return kernels.matmul_computed(_dropped_rows(x, keep, scale), x.shape, w)
         except ValueError:
             raise ShapeError(f"Linear: input {x.shape} does not fit weight {w.shape}") from None
 
@@ -81,9 +82,9 @@ class DropoutLinearOp(Function):
         need_x, _, _, need_w = ctx.needs_input_grad
         scale, dx = ctx.scale, None
         if need_x:
-            dx = parallel.matmul(g, w.T)
-            dx = parallel.by_rows(lambda d, k: _scale_kept(d, k, scale), dx, keep)
-        dw = (rowsparse.matmul_tn_computed(_dropped_rows(x, keep, scale), x.shape, g)
+            dx = kernels.matmul(g, w.T)
+            dx = kernels.by_rows(lambda d, k: _scale_kept(d, k, scale), dx, keep)
+        dw = (kernels.matmul_tn_computed(_dropped_rows(x, keep, scale), x.shape, g)
               if need_w else None)
         return dx, None, None, dw
 

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Tensor
-from mgsparse.engine.inplace import modified_in_place
 from mgsparse.errors import MgsparseError, ShapeError
+from mgsparse.kernels import modified_in_place
 
 
 class Parameter(Tensor):

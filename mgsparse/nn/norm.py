@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.engine import Function, Tensor, is_grad_enabled, parallel
-from mgsparse.engine.inplace import modified_in_place
-from mgsparse.engine.parallel import column_sums
+from mgsparse import kernels
+from mgsparse.engine import Function, Tensor, is_grad_enabled
 from mgsparse.errors import HyperparameterError, ShapeError
+from mgsparse.kernels import column_sums, modified_in_place
 from mgsparse.nn.module import Buffer, Module, Parameter
 
 
@@ -165,7 +165,7 @@ class BatchNorm1d(Module):
         shift = shift * scale
         if self.bias is not None:
             shift = shift + self.bias.data
-        out = parallel.matmul(x.data, w.data * scale)
+        out = kernels.matmul(x.data, w.data * scale)
         out += shift
         if relu:
             relu_(out)

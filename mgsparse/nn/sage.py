@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Tensor, concatenate, is_grad_enabled
-from mgsparse.engine.inplace import freeze
 from mgsparse.errors import HyperparameterError
+from mgsparse.kernels import freeze
 from mgsparse.nn.edges import FixedProduct, GraphCache, check_edge_index
 from mgsparse.nn.gcn import SPARSE_ENTRY_COST
 from mgsparse.nn.layers import LinearOp, glorot_

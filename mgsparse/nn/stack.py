@@ -29,8 +29,8 @@ import numpy as np
 
 from mgsparse.engine import Tensor, concatenate
 from mgsparse.engine import stack as stack_tensors
-from mgsparse.engine.buffers import Buffers
 from mgsparse.errors import HyperparameterError
+from mgsparse.kernels import Buffers
 from mgsparse.nn.keyed_dropout import keyed_dropout, stream_key
 from mgsparse.nn.layers import Linear
 from mgsparse.nn.module import Module, ModuleList

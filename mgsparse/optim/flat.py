@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Tensor
-from mgsparse.engine.inplace import modified_in_place
+from mgsparse.kernels import modified_in_place
 
 
 def adam_update(g: np.ndarray, m: np.ndarray, v: np.ndarray, t: np.ndarray, lr: float,

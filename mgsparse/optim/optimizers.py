@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Tensor
-from mgsparse.engine.inplace import modified_in_place
 from mgsparse.errors import HyperparameterError, MgsparseError, ShapeError
+from mgsparse.kernels import modified_in_place
 from mgsparse.optim.flat import FlatGroup, adam_update, flat_group
 
 # ---------------------------------------------------------------- base

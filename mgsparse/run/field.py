@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 from mgsparse.engine import Tensor
-from mgsparse.engine.inplace import freeze
+from mgsparse.kernels import freeze
 from mgsparse.nn.block import bind_blocks, gather_rows
 from mgsparse.nn.module import Module
 

@@ -29,7 +29,7 @@ from mgsparse.config import DatasetConfig, load_config
 from mgsparse.data import Graph, load_dataset, load_section, user
 from mgsparse.data.sampler import NeighborSampler
 from mgsparse.engine import Tensor
-from mgsparse.engine.inplace import freeze
+from mgsparse.kernels import freeze
 from mgsparse.nn.cheb import scaled_laplacian
 from mgsparse.nn.gcn import normalized_adjacency
 from mgsparse.run.budget import mb

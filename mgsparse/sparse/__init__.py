@@ -3,7 +3,7 @@
 Imports only numpy, scipy and the engine; knows nothing of nn, datasets, config or CLI.
 """
 
-from mgsparse.engine.parallel import get_num_threads, num_threads, set_num_threads
+from mgsparse.kernels import get_num_threads, num_threads, set_num_threads
 from mgsparse.sparse.dispatch import DEFAULT_SPARSITY_THRESHOLD, as_operand
 from mgsparse.sparse.graph import add_self_loops, attention_softmax, gcn_norm, row_softmax
 from mgsparse.sparse.ops import (

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mgsparse.engine import Tensor, parallel
+from mgsparse import kernels
+from mgsparse.engine import Tensor
 from mgsparse.engine.activations import leaky_relu_into, scale_by_sign
 from mgsparse.errors import ShapeError
 from mgsparse.sparse import reference as ref
@@ -106,7 +107,7 @@ def _by_row(fn, out: np.ndarray, row: np.ndarray, *arrays: np.ndarray) -> np.nda
     elementwise work is bitwise the same for any thread count."""
     step = 1 << 16
     chunks = [(a, min(a + step, len(out))) for a in range(0, len(out), step)]
-    parallel.run_blocks(lambda a, b: fn(row[a:b], out[a:b], *(x[a:b] for x in arrays)), chunks)
+    kernels.run_blocks(lambda a, b: fn(row[a:b], out[a:b], *(x[a:b] for x in arrays)), chunks)
     return out
 
 
@@ -157,7 +158,7 @@ class AttentionSoftmax(SparseFunction):
             np.greater(logits, 0, out=positive)
             out = _softmax(leaky_relu_into(logits, logits, slope), s)
         else:
-            parallel.run_blocks(lambda r0, r1: _attention_rows(
+            kernels.run_blocks(lambda r0, r1: _attention_rows(
                 r0, r1, s, dst, src, slope, out, positive), blocks)
         ctx.save_for_backward(out, positive)
         ctx.s, ctx.slope, ctx.cols = s, slope, len(src)
@@ -175,7 +176,7 @@ class AttentionSoftmax(SparseFunction):
             d_dst = _row_sums(dl, s)
         else:
             dl, d_dst = np.empty_like(out), np.zeros(s.shape[0])
-            parallel.run_blocks(lambda r0, r1: _attention_rows_vjp(
+            kernels.run_blocks(lambda r0, r1: _attention_rows_vjp(
                 r0, r1, s, out, g, positive, ctx.slope, dl, d_dst), blocks)
         d_src = scatter_sum(s.col, dl, ctx.cols).astype(dl.dtype, copy=False)
         return d_dst.astype(dl.dtype, copy=False), d_src, None, None
@@ -184,14 +185,8 @@ class AttentionSoftmax(SparseFunction):
 # ---------------------------------------------------------------- the softmax by row blocks
 
 
-ENTRIES_PER_BLOCK = 1 << 17  # entries per row block: enough that a block's dozen numpy calls cost
-# little next to their work, few enough that two threads share the blocks evenly. A GAT step at 2
-# threads against the one-pass op (`python benchmarks/ab_speed.py attention --threads 2`): 0.91x
-# with 2^15 entries, 0.82-0.91x with 2^17 or 2^18
-
-
 def _entry_blocks(s: Structure) -> list[tuple[int, int]] | None:
-    """Row ranges of about ENTRIES_PER_BLOCK entries each (a cut fixed by the pattern alone,
+    """Row ranges of about `tuning.ENTRIES_PER_BLOCK` entries each (a cut fixed by the pattern alone,
     whole rows only) when the pattern is row-sorted, else None.
 
     Everything in a row's softmax (its max, its exponentials, their float64 sum, the division,
@@ -203,7 +198,7 @@ def _entry_blocks(s: Structure) -> list[tuple[int, int]] | None:
     if csr.perm is not None or s.nnz == 0:
         return None
     if csr.entry_blocks is None:
-        cuts = np.searchsorted(csr.indptr, np.arange(ENTRIES_PER_BLOCK, s.nnz, ENTRIES_PER_BLOCK))
+        cuts = np.searchsorted(csr.indptr, np.arange(kernels.tuning.ENTRIES_PER_BLOCK, s.nnz, kernels.tuning.ENTRIES_PER_BLOCK))
         bounds = np.unique(np.concatenate([[0], cuts, [s.shape[0]]]))
         csr.entry_blocks = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
     return csr.entry_blocks

@@ -38,15 +38,14 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from mgsparse.engine import Function, Tensor, concatenate, parallel
+from mgsparse import kernels
+from mgsparse.engine import Function, Tensor, concatenate
 from mgsparse.engine.masks import keep_mask, kept_scale
 from mgsparse.engine.ops import Dropout
 from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.sparse import reference as ref
 from mgsparse.sparse.structure import Structure, from_csr, from_keys
 from mgsparse.sparse.tensor import SparseTensor
-
-_SDDMM_CHUNK = 1 << 20  # gathered entries per SDDMM block: bounds its temporaries (~4-8 MB)
 
 
 class SparseFunction(Function):
@@ -75,20 +74,17 @@ class SparseFunction(Function):
 # ---------------------------------------------------------------- index primitives
 
 
-SCATTER_CHUNKS = 4  # fixed chunks of entries a large scatter-add sums separately
-
-
 def scatter_sum(index: np.ndarray, v: np.ndarray, size: int) -> np.ndarray:
     """out[j] = Σ_{index_k = j} v_k in float64, as `np.bincount(index, weights=v)`.
 
-    Above the pool's size the entries are cut into SCATTER_CHUNKS fixed chunks, each summed
+    Above the pool's size the entries are cut into kernels.tuning.SCATTER_CHUNKS fixed chunks, each summed
     on the pool into its own float64 array, then added in chunk order: the rounding depends on
     the chunks alone, never on the thread count (a GAT head's 8.8M-entry source gradient
     took 32 ms as one serial `bincount`)."""
-    if len(v) < parallel.MIN_PARALLEL_ELEMENTS:
+    if len(v) < kernels.tuning.MIN_PARALLEL_ELEMENTS:
         return np.bincount(index, weights=v, minlength=size)
-    step = -(-len(v) // SCATTER_CHUNKS)
-    parts = parallel.run_blocks(
+    step = -(-len(v) // kernels.tuning.SCATTER_CHUNKS)
+    parts = kernels.run_blocks(
         lambda a, b: np.bincount(index[a:b], weights=v[a:b], minlength=size),
         [(a, min(a + step, len(v))) for a in range(0, len(v), step)])
     for part in parts[1:]:
@@ -132,10 +128,10 @@ def sddmm_kernel(row: np.ndarray, col: np.ndarray, X: np.ndarray, Y: np.ndarray)
     if X.ndim == 1:
         return X[row] * Y[col]
     out = np.empty(len(row), dtype=np.result_type(X, Y))
-    step = max(_SDDMM_CHUNK // max(X.shape[1], 1), 1)
+    step = max(kernels.tuning.SDDMM_CHUNK // max(X.shape[1], 1), 1)
     chunks = [(s, min(s + step, len(row))) for s in range(0, len(row), step)]
     # take along axis 0: several times faster than X[idx] for narrow rows (same values)
-    parallel.run_blocks(lambda s, e: np.einsum("ij,ij->i", X.take(row[s:e], axis=0),
+    kernels.run_blocks(lambda s, e: np.einsum("ij,ij->i", X.take(row[s:e], axis=0),
                                                Y.take(col[s:e], axis=0), out=out[s:e]), chunks)
     return out
 
@@ -158,7 +154,7 @@ class SpMM(SparseFunction):
         s, (need_v, need_x, _, *need_bias) = ctx.s, ctx.needs_input_grad
         dv = sddmm_kernel(s.row, s.col, g, X) if need_v else None
         dX = s.t_matmul(v, g, constant=not need_v) if need_x else None
-        db = [parallel.column_sums(g) if need else None for need in need_bias]  # [] if none
+        db = [kernels.column_sums(g) if need else None for need in need_bias]  # [] if none
         return dv, dX, None, *db
 
 

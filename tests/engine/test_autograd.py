@@ -7,8 +7,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from mgsparse import Function, Tensor
-from mgsparse.engine import rowsparse
+from mgsparse import Function, Tensor, kernels
 
 
 class Fresh(Function):
@@ -25,7 +24,7 @@ class Fresh(Function):
     def backward(ctx, g):
         out = 3 * g
         if Fresh.mark is not None:
-            rowsparse.mark_rows(out, Fresh.mark)
+            kernels.mark_rows(out, Fresh.mark)
         Fresh.made.append(id(out))
         return out
 
@@ -87,4 +86,4 @@ def test_a_row_record_stays_behind_when_the_gradient_becomes_a_grad():
     finally:
         Fresh.mark = None
     assert id(x.grad) == Fresh.made[-1]  # the marked array itself, kept...
-    assert rowsparse.known_rows(x.grad) is None  # ...without the record a write would falsify
+    assert kernels.known_rows(x.grad) is None  # ...without the record a write would falsify

@@ -1,4 +1,4 @@
-"""GetItem's backward names the rows its gradient reaches (`rowsparse.mark_rows`) where they
+"""GetItem's backward names the rows its gradient reaches (`kernels.mark_rows`) where they
 are few: the rows picked for a loss (`out[train]`), and a column or row block of a gradient
 whose own rows are recorded; the values are never changed by it."""
 
@@ -9,10 +9,9 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from mgsparse import Function, Tensor
-from mgsparse.engine import parallel, rowsparse
+from mgsparse import Function, Tensor, kernels
 
-N = 3 * parallel.MIN_BLOCK_ROWS
+N = 3 * kernels.tuning.MIN_BLOCK_ROWS
 
 
 def _grad_of(x: Tensor, out: Tensor, seed: int = 0) -> np.ndarray:
@@ -27,7 +26,7 @@ def test_rows_picked_for_a_loss_are_recorded_on_the_gradient(rng, pick, monkeypa
     idx = {"ints": rows[::-1].copy(), "repeated": np.concatenate([rows, rows[:5]]),
            "negative": rows - N, "mask": np.isin(np.arange(N), rows)}[pick]
     seen = []
-    monkeypatch.setattr(rowsparse, "mark_rows", lambda g, r: seen.append(r) or g)
+    monkeypatch.setattr(kernels, "mark_rows", lambda g, r: seen.append(r) or g)
     grad = _grad_of(x, x[idx])
     assert len(seen) == 1 and np.array_equal(seen[0], rows)
     assert np.array_equal(np.flatnonzero(grad.any(axis=1)), rows)
@@ -44,7 +43,7 @@ class Probe(Function):
 
     @staticmethod
     def backward(ctx, g):
-        Probe.seen.append(rowsparse.known_rows(g))
+        Probe.seen.append(kernels.known_rows(g))
         return g
 
 
@@ -59,7 +58,7 @@ def test_a_block_of_a_recorded_gradient_carries_its_rows_shifted(idx, want):
     g = np.zeros(out.shape)
     g[[5, 40, 41]] = 1.0
     Probe.seen = []
-    out.backward(rowsparse.mark_rows(g, np.array([5, 40, 41])))
+    out.backward(kernels.mark_rows(g, np.array([5, 40, 41])))
     assert len(Probe.seen) == 1
     if want is None:
         assert Probe.seen[0] is None

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from mgsparse.engine import Tensor, no_grad
-from mgsparse.engine.buffers import Buffers
 from mgsparse.engine.tape import Tape, recording
 from mgsparse.errors import MgsparseError
+from mgsparse.kernels.buffers import Buffers
 from mgsparse.nn.module import Parameter
 
 

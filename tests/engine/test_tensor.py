@@ -354,7 +354,7 @@ def test_a_raw_in_place_write_to_a_saved_array_is_refused():
 
 
 def test_a_sanctioned_in_place_write_bumps_the_version_and_backward_names_the_op():
-    from mgsparse.engine.inplace import modified_in_place
+    from mgsparse.kernels.inplace import modified_in_place
 
     w, loss = _saved_forward()
     with modified_in_place(w) as data:
@@ -385,7 +385,7 @@ def test_read_only_locks_are_counted_and_released_with_the_graph():
 def test_a_slice_saved_beside_its_base_releases_without_error(slice_first):
     """Issue #23: a slice taken before its base was saved kept its own writeable flag, and the
     backward failed with "cannot set WRITEABLE flag to True" releasing it under a locked base."""
-    from mgsparse.engine import inplace
+    from mgsparse.kernels import inplace
 
     x = Tensor(np.arange(6.0).reshape(3, 2), requires_grad=True)
     w = Tensor(np.array([[1.0, 2.0], [3.0, 4.0]]), requires_grad=True)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mgsparse import SparseTensor, Tensor, gradcheck
-from mgsparse.engine.inplace import freeze
+from mgsparse.kernels.inplace import freeze
 from mgsparse.nn.edges import FixedProduct
 from mgsparse.nn.gcn import GCNConv, normalized_adjacency
 from mgsparse.sparse import ops as sparse_ops

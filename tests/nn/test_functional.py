@@ -194,7 +194,7 @@ def test_cross_entropy_by_row_blocks_is_bitwise_the_same_for_any_thread_count(ma
     loss and gradient do not depend on the thread count, and they are the formula's: for a
     split (increasing rows: each block zeroes its own stretch), for unique rows in any order
     and for repeated rows (added up)."""
-    from mgsparse.engine import parallel
+    from mgsparse import kernels
 
     rng = np.random.default_rng(3)
     z = (rng.standard_normal((30_000, 40)) * 4).astype(np.float32)  # 1.2M > 2^20 entries
@@ -208,7 +208,7 @@ def test_cross_entropy_by_row_blocks_is_bitwise_the_same_for_any_thread_count(ma
     monkeypatch.setattr(np, "empty", lambda shape, dtype=float: full(shape, np.nan, dtype))
     results = []
     for threads in (1, 2, 3):
-        with parallel.num_threads(threads):
+        with kernels.num_threads(threads):
             logits = Tensor(z, requires_grad=True)
             loss = F.cross_entropy(logits, y, mask)
             loss.backward()

@@ -327,10 +327,10 @@ def test_a_few_labelled_rows_reach_every_backward_product_without_a_scan(rng, ro
     below carries them (ReLU-dropout, x·W, the sparse product's columns met), so no
     `sparse_rows` of the backward reads a whole gradient; the gradients are bitwise those of
     the same step with nothing recorded."""
-    from mgsparse.engine import parallel
+    from mgsparse import kernels
     from mgsparse.nn import functional as F
 
-    n = 3 * parallel.MIN_BLOCK_ROWS
+    n = 3 * kernels.tuning.MIN_BLOCK_ROWS
     edges = rng.integers(0, n, (2, 4 * n))
     x = Tensor(rng.standard_normal((n, 8)).astype(np.float32))
     y, rows = rng.integers(0, 3, n), np.sort(rng.choice(n, 60, replace=False))

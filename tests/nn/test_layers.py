@@ -145,7 +145,7 @@ def test_dropout_linear_is_dropout_then_the_product(rng, rows, sparse_g):
     """x's dropout and x·W as one op: the same mask from the same generator, dW and dx bit for
     bit the two ops' and the output to BLAS's rounding; the same bits at 1 and 2 threads.
     Small, blocked, and a gradient zero outside a few rows (its rows gathered)."""
-    from mgsparse.engine import parallel
+    from mgsparse import kernels
     from mgsparse.nn.layers import DropoutLinearOp, dropout_linear
 
     x = rng.standard_normal((rows, 64)).astype(np.float32)
@@ -155,7 +155,7 @@ def test_dropout_linear_is_dropout_then_the_product(rng, rows, sparse_g):
         g[rng.random(rows) < 0.9] = 0.0  # a tenth of the rows: under a quarter
     runs = []
     for threads in (1, 2):
-        with parallel.num_threads(threads):
+        with kernels.num_threads(threads):
             for fused in (True, False):
                 xt, wt = Tensor(x, requires_grad=True), Tensor(w, requires_grad=True)
                 r = np.random.default_rng(5)
@@ -167,7 +167,7 @@ def test_dropout_linear_is_dropout_then_the_product(rng, rows, sparse_g):
     assert fused_1[0].tobytes() == fused_2[0].tobytes() and plain_1[0].tobytes() == plain_2[0].tobytes()
     np.testing.assert_allclose(fused_1[0], plain_1[0], rtol=1e-5, atol=1e-5)
     assert fused_1[1:] == plain_1[1:] == fused_2[1:] == plain_2[1:]  # dW and dx: the same bits
-    assert parallel.CACHE_ROWS < rows or rows == 37
+    assert kernels.tuning.CACHE_ROWS < rows or rows == 37
 
 
 def test_dropout_linear_off_and_bad_p():

@@ -223,7 +223,7 @@ def test_frozen_features_meet_their_mean_once_and_keep_the_layer_and_its_gradien
                                                                                   monkeypatch):
     """The layer freezes the mean operand it caches; for frozen features D⁻¹A·X is then
     computed once (`FixedProduct`) and every call is the dense layer, gradients included."""
-    from mgsparse.engine.inplace import freeze
+    from mgsparse.kernels.inplace import freeze
     from mgsparse.sparse import ops as sparse_ops
 
     layer = make_layer(rng)
@@ -253,10 +253,10 @@ def test_a_loss_on_picked_rows_reaches_every_weight_gradient_without_a_scan(rng,
     rows are recorded by the gather's backward and carried through the layer's two-term
     split, so no `sparse_rows` reads a whole gradient; the gradients are bitwise those of
     the same step with nothing recorded."""
-    from mgsparse.engine import parallel
+    from mgsparse import kernels
     from mgsparse.nn import functional as F
 
-    n = 3 * parallel.MIN_BLOCK_ROWS
+    n = 3 * kernels.tuning.MIN_BLOCK_ROWS
     edges = rng.integers(0, n, (2, 4 * n))
     x = Tensor(rng.standard_normal((n, 64)).astype(np.float32))
     train = np.sort(rng.choice(n, 40, replace=False))

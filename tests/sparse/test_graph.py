@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mgsparse import kernels
 from mgsparse.engine import Tensor
 from mgsparse.errors import ShapeError
 from mgsparse.sparse import (
@@ -134,7 +135,7 @@ def test_attention_softmax_by_row_blocks_is_bitwise_one_pass(monkeypatch, thread
     for blocks in (True, False):
         A = A.with_values(np.zeros(A.nnz, np.float32))
         A._structure.csr().entry_blocks = None
-        monkeypatch.setattr(graph, "ENTRIES_PER_BLOCK", 64)
+        monkeypatch.setattr(kernels.tuning, "ENTRIES_PER_BLOCK", 64)
         if blocks:
             cut = graph._entry_blocks(A._structure)
             assert len(cut) > 50 and cut[0][0] == 0 and cut[-1][1] == rows

@@ -7,6 +7,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
+from mgsparse import kernels
 from mgsparse.engine import Tensor
 from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.sparse import SparseTensor, ops, sddmm, sparse_dropout, spmm
@@ -95,7 +96,7 @@ def test_sddmm_by_hand_and_in_blocks(monkeypatch, rng):
     A = A34().astype(np.float64)
     want = np.einsum("ij,ij->i", X[A.row], Y[A.col])
     np.testing.assert_allclose(sddmm(A, X, Y).values.data, want)
-    monkeypatch.setattr(ops, "_SDDMM_CHUNK", 10)  # two rows per block: three blocks
+    monkeypatch.setattr(kernels.tuning, "SDDMM_CHUNK", 10)  # two rows per block: three blocks
     np.testing.assert_allclose(ops.sddmm_kernel(A.row, A.col, X, Y), want)
     with pytest.raises(ShapeError, match=r"sddmm: pattern \(3, 4\) needs X"):
         sddmm(A, X, X)
@@ -233,14 +234,14 @@ def test_a_large_scatter_add_sums_fixed_chunks_the_same_on_any_thread_count(rng)
     """Above the pool's size `scatter_sum` adds SCATTER_CHUNKS partial bincounts in chunk
     order: bitwise the same at 1, 2 and 3 threads, and bincount's sums to float64 rounding;
     small inputs are bincount itself. Gather's gradient and ScatterAdd take it."""
-    from mgsparse.engine import parallel
+    from mgsparse import kernels
 
-    n = parallel.MIN_PARALLEL_ELEMENTS + 12_345
+    n = kernels.tuning.MIN_PARALLEL_ELEMENTS + 12_345
     index = rng.integers(0, 50_000, n)
     v = rng.standard_normal(n).astype(np.float32)
     runs = []
     for threads in (1, 2, 3):
-        with parallel.num_threads(threads):
+        with kernels.num_threads(threads):
             runs.append(ops.scatter_sum(index, v, 60_000))
     np.testing.assert_array_equal(runs[0], runs[1])
     np.testing.assert_array_equal(runs[0], runs[2])

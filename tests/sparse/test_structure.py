@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from mgsparse import SparseTensor, Tensor, gradcheck
-from mgsparse.engine import parallel, rowsparse
-from mgsparse.sparse.structure import CSRView
+from mgsparse import SparseTensor, Tensor, gradcheck, kernels
+from mgsparse.kernels import CSRView
 
 
 @pytest.mark.parametrize("constant", [False, True])  # permuted values cached or not
@@ -89,16 +88,16 @@ def test_t_matmul_reading_the_csr_as_csc_is_bitwise_the_transposed_view(rng, dty
 def test_t_matmul_as_csc_at_one_thread_is_bitwise_the_product_at_two(rng, width, sliced):
     """Where the transpose's product is cut (>= 2 × MIN_BLOCK_ROWS output rows), one thread
     reads A as CSC in one call; two read it by A's column slices (a dense side of at least
-    `slices.MIN_WIDTH` columns) or run the transpose's row blocks: the same bits."""
-    cols = 2 * parallel.MIN_BLOCK_ROWS + 5
+    `kernels.tuning.MIN_WIDTH` columns) or run the transpose's row blocks: the same bits."""
+    cols = 2 * kernels.tuning.MIN_BLOCK_ROWS + 5
     m = sp.random(300, cols, density=0.01, format="csr", dtype=np.float32, random_state=4)
     A = SparseTensor.from_scipy(m)
     g = rng.standard_normal((300, width)).astype(np.float32)
-    with parallel.num_threads(2):
+    with kernels.num_threads(2):
         assert (A._structure.csr().t_matmul(A.values.data, g) is not None) == sliced
         two = A._structure.t_matmul(A.values.data, g)
         assert (A._structure._T is None) == sliced  # slices need no transpose
-    with parallel.num_threads(1):
+    with kernels.num_threads(1):
         assert A._structure.csr().t_matmul(A.values.data, g) is not None
         one = A._structure.t_matmul(A.values.data, g)
     assert one.tobytes() == two.tobytes()
@@ -147,7 +146,7 @@ def test_a_fixed_symmetric_product_reads_its_csr_as_csc_with_the_same_bits(rng, 
     """Â·X of a fixed symmetric Â is Âᵀ·X by the CSC kernel on Â's own CSR (at two threads
     by its column slices), bitwise the CSR kernel's row blocks; a fixed non-symmetric A and a
     trainable A keep the CSR kernel."""
-    n = 2 * parallel.MIN_BLOCK_ROWS + 7  # two blocks of rows: the pool cuts it at 2 threads
+    n = 2 * kernels.tuning.MIN_BLOCK_ROWS + 7  # two blocks of rows: the pool cuts it at 2 threads
     A = _gcn_adjacency(n, 3 / n, seed=6, dtype=dtype)
     s, v = A._structure, A.values.data
     X = rng.standard_normal((n, 16)).astype(dtype)
@@ -158,13 +157,13 @@ def test_a_fixed_symmetric_product_reads_its_csr_as_csc_with_the_same_bits(rng, 
         as_csc.append(view)
         return t_matmul(view, *args, **kwargs)
     monkeypatch.setattr(CSRView, "t_matmul", spy)
-    with parallel.num_threads(1):
+    with kernels.num_threads(1):
         first = s.matmul(v, X, constant=True)  # the CSR kernel: an array seen once
         assert as_csc == []
         one = s.matmul(v, X, constant=True)
         assert as_csc == [s.csr()]  # the CSC path, on A's own CSR
         assert s.csr()._symmetric[1] is True and s._T is None  # no transpose built
-    with parallel.num_threads(2):
+    with kernels.num_threads(2):
         two = s.matmul(v, X, constant=True)
         narrow = s.matmul(v, X[:, :4], constant=True)  # too narrow to slice: the row blocks
     assert as_csc == [s.csr()] * 3 and list(s.csr()._slices) == [2]
@@ -173,7 +172,7 @@ def test_a_fixed_symmetric_product_reads_its_csr_as_csc_with_the_same_bits(rng, 
     np.testing.assert_allclose(one, A.to_scipy() @ X, rtol=1e-5, atol=1e-6)
 
     B = SparseTensor.from_scipy(_random_pattern(n, 3 / n, seed=7, dtype=dtype))
-    with parallel.num_threads(1):
+    with kernels.num_threads(1):
         for _ in range(2):
             got = B._structure.matmul(B.values.data, X, constant=True)
         assert B._structure.csr()._symmetric[1] is False  # not symmetric: the CSR kernel
@@ -195,7 +194,7 @@ def test_a_fixed_rectangular_block_keeps_the_csr_kernel(rng, shape):
     A = SparseTensor.from_scipy(m)
     s, v = A._structure, A.values.data
     X = rng.standard_normal((cols, 5)).astype(np.float32)
-    with parallel.num_threads(1):
+    with kernels.num_threads(1):
         s.matmul(v, X, constant=True)  # first sight
         for dense in (X, np.asfortranarray(X), X[:, 2]):
             got = s.matmul(v, dense, constant=True)
@@ -209,12 +208,12 @@ def test_a_fixed_rectangular_block_keeps_the_csr_kernel(rng, shape):
 def test_a_bias_added_inside_the_product_is_bitwise_the_product_plus_the_bias(rng, threads):
     """Row blocks of the CSR kernel (a gradient-carrying A), the CSC read of a fixed symmetric
     Â (its second product) and scipy's mixed-dtype path each give A·X + b to the bit."""
-    n = 2 * parallel.MIN_BLOCK_ROWS + 5  # several row blocks at two threads
+    n = 2 * kernels.tuning.MIN_BLOCK_ROWS + 5  # several row blocks at two threads
     A = _gcn_adjacency(n, 0.001, seed=6)
     X = rng.standard_normal((n, 8)).astype(np.float32)
     b = rng.standard_normal(8).astype(np.float32)
     s, values = A._structure, A.values.data
-    with parallel.num_threads(threads):
+    with kernels.num_threads(threads):
         want = s.csr().matrix(values) @ X + b
         for constant in (False, True, True):  # the third call: the kept symmetric answer
             got = s.matmul(values, X, constant=constant, bias=b)
@@ -228,12 +227,12 @@ def test_a_bias_added_inside_the_product_is_bitwise_the_product_plus_the_bias(rn
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_wide_product_scatters_in_slices_with_the_one_calls_bits(rng, threads, monkeypatch):
-    """An output over `slices.SLICE_BYTES` is scattered in slices at one thread too: Aᵀ·G and
+    """An output over `kernels.tuning.SLICE_BYTES` is scattered in slices at one thread too: Aᵀ·G and
     a fixed symmetric Â·X, bitwise the one call; a fixed canonical A that is not symmetric
     (GraphSAGE's D⁻¹A) scatters through its transpose's CSR, bitwise its CSR kernel."""
-    from mgsparse.sparse import slices
+    from mgsparse import kernels
 
-    n = 2 * parallel.MIN_BLOCK_ROWS + 7
+    n = 2 * kernels.tuning.MIN_BLOCK_ROWS + 7
     X = rng.standard_normal((n, 16)).astype(np.float32)
     b = rng.standard_normal(16).astype(np.float32)
     A = _gcn_adjacency(n, 3 / n, seed=8)
@@ -241,13 +240,13 @@ def test_a_wide_product_scatters_in_slices_with_the_one_calls_bits(rng, threads,
     m = sp.csr_matrix(sp.diags(1 / np.maximum(m.getnnz(axis=1), 1)) @ m, dtype=np.float32)
     m.sort_indices()
     mean = SparseTensor.from_scipy(m)  # row-normalised: not its own transpose
-    with parallel.num_threads(1):  # the references: one call, the CSR kernel
+    with kernels.num_threads(1):  # the references: one call, the CSR kernel
         want_t = A._structure.t_matmul(A.values.data, X)
         want_a = A._structure.csr().matmul(A.values.data, X) + b
         want_m = mean._structure.csr().matmul(mean.values.data, X) + b
-    monkeypatch.setattr(slices, "SLICE_BYTES", n * 16 * 4 // 3)  # three slices' worth
+    monkeypatch.setattr(kernels.tuning, "SLICE_BYTES", n * 16 * 4 // 3)  # three slices' worth
     count = 3 if threads == 1 else 4  # on the pool, a multiple of its threads
-    with parallel.num_threads(threads):
+    with kernels.num_threads(threads):
         got_t = A._structure.t_matmul(A.values.data, X)
         assert list(A._structure.csr()._slices) == [count]
         for _ in range(2):  # the second product: the arrays are known fixed
@@ -276,15 +275,15 @@ def test_a_gradient_zero_outside_a_few_rows_takes_those_rows_with_scipys_bits(rn
                                                                                dtype):
     """Aᵀ·G for G nonzero on few rows takes only A's rows there: the bits of scipy's
     `A[rows].T @ G[rows]`, at any thread count, and a mixed dtype agrees with the product."""
-    n = 3 * parallel.MIN_BLOCK_ROWS
+    n = 3 * kernels.tuning.MIN_BLOCK_ROWS
     A = _gcn_adjacency(n, 4 / n, seed=11, dtype=dtype)
     s, values = A._structure, A.values.data
     rows = np.sort(rng.choice(n, 60, replace=False))
     G = np.zeros((n, 16), dtype=dtype)
     G[rows] = rng.standard_normal((60, 16))
     m = s.csr().matrix(values)
-    with parallel.num_threads(threads):
-        assert np.array_equal(rowsparse.sparse_rows(G), rows)
+    with kernels.num_threads(threads):
+        assert np.array_equal(kernels.sparse_rows(G), rows)
         got = s.t_matmul(values, G)
         mixed = s.t_matmul(values, G.astype(np.float64 if dtype == np.float32 else np.float32))
     want = np.asarray(m[rows].T @ G[rows])

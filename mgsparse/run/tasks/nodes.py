@@ -17,11 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from mgsparse import kernels
 from mgsparse.catalog import MODELS
 from mgsparse.config import Config, no_receptive_field
 from mgsparse.data import Graph
 from mgsparse.data.reorder import inverse, reordered
-from mgsparse.engine import Tensor, no_grad, parallel
+from mgsparse.engine import Tensor, no_grad
 from mgsparse.errors import ConfigError, MgsparseError
 from mgsparse.nn import functional as F
 from mgsparse.nn.block import block_support
@@ -165,7 +166,7 @@ class NodeTask(Task):
         y, (_, val, test) = (self.y, self.splits) if field is None else self._scored
         val_at, *acc_at = self._split_targets(field is None, logits)
         val_loss = float(F.cross_entropy_at(logits, val_at).data)
-        pred = parallel.argmax_rows(logits.data)  # once for the three scores
+        pred = kernels.argmax_rows(logits.data)  # once for the three scores
         extra = self._extra_scores(logits.data, pred, y, {"val": val, "test": test})
         train_acc, val_acc, test_acc = (F.accuracy_at(pred, at) for at in acc_at)
         return self.metrics.scores(val_loss=val_loss, train_acc=train_acc, val_acc=val_acc,

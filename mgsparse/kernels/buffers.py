@@ -23,11 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from mgsparse.kernels import tuning
+
 # references to a pooled buffer while `_free` inspects it: the pool's list, the local name
 # and getrefcount's own argument. Anything more is a live user: every array `take` lent is a
 # view whose `.base` is the buffer (NumPy collapses views of views to the owner).
 _POOL_ONLY = 3
-GROWTH = 1.25  # a buffer replaced for being too small grows by at least this factor
 
 
 class Buffers:
@@ -67,7 +68,7 @@ class Buffers:
         fit, largest = self._free(need)
         if fit is None:
             if largest is not None:  # every free buffer is too small: grow the largest
-                grown = max(need, int(self._arrays[largest].nbytes * GROWTH))
+                grown = max(need, int(self._arrays[largest].nbytes * tuning.GROWTH))
                 self._arrays[largest] = np.empty(grown, dtype=np.uint8)
                 fit = largest
             elif len(self._arrays) < self.max_arrays:

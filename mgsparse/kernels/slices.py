@@ -40,36 +40,34 @@ import weakref
 import numpy as np
 from scipy.sparse import _sparsetools
 
-from mgsparse.engine import parallel
-from mgsparse.engine.inplace import freeze
-
-MIN_WIDTH = 2  # columns of X from which the slices beat the CSR kernel's row blocks (see count)
-SLICE_BYTES = 4 << 20  # output bytes a slice is cut to (benchmarks/slice_size.py)
+from mgsparse.kernels import pool, tuning
+from mgsparse.kernels.dense import add_rows
+from mgsparse.kernels.inplace import freeze
 
 
 def count(out_rows: int, X: np.ndarray) -> int:
-    """How many slices Aᵀ·X takes (1: one call): about one per SLICE_BYTES of output, and
+    """How many slices Aᵀ·X takes (1: one call): about one per tuning.SLICE_BYTES of output, and
     where the pool cuts the work a multiple of its threads (three slices on two threads
     would leave one thread a third of the work idle). 0 where slices cannot run: more than
-    one thread and an X narrower than MIN_WIDTH, a vector (the CSR kernel's row blocks).
-    MIN_WIDTH was 8 on the Intel host; on this one, at two threads, two slices beat the row
+    one thread and an X narrower than tuning.MIN_WIDTH, a vector (the CSR kernel's row blocks).
+    tuning.MIN_WIDTH was 8 on the Intel host; on this one, at two threads, two slices beat the row
     blocks at every width from 2 columns (100,000-node Â: 2.33 against 2.64 ms at 2 columns,
     3.10 against 3.65 at 5; the arxiv-shaped Â at 7: 10.2 against 12.2)."""
     width = X.shape[1] if X.ndim == 2 else 1
-    by_size = max(1, round(out_rows * width * X.itemsize / SLICE_BYTES))
-    if parallel.runs_as_one_call(out_rows):
+    by_size = max(1, round(out_rows * width * X.itemsize / tuning.SLICE_BYTES))
+    if pool.runs_as_one_call(out_rows):
         return by_size
-    if width < MIN_WIDTH:
+    if width < tuning.MIN_WIDTH:
         return 0
-    threads = parallel.get_num_threads()
+    threads = pool.get_num_threads()
     return threads * -(-by_size // threads)  # a multiple of the threads: each gets as many
 
 
 def scatter_pays(out_rows: int, X: np.ndarray) -> bool:
     """Whether A·X of a fixed A that is not its own transpose should scatter through Aᵀ's
-    CSR (`Structure.matmul`): an output of at least SLICE_BYTES, where the CSR kernel's
+    CSR (`Structure.matmul`): an output of at least tuning.SLICE_BYTES, where the CSR kernel's
     gathers and its writes to one row at a time cost about three times the sliced scatter."""
-    return X.ndim == 2 and out_rows * X.shape[1] * X.itemsize >= SLICE_BYTES
+    return X.ndim == 2 and out_rows * X.shape[1] * X.itemsize >= tuning.SLICE_BYTES
 
 
 class ColumnSlices:
@@ -150,6 +148,6 @@ class ColumnSlices:
             _sparsetools.csc_matvecs(cols, rows, width, self.pointers[s], self.indices[s], data,
                                      x_flat, out_flat)
             if bias is not None:
-                parallel.add_rows(out[lo:hi], bias, out[lo:hi])
-        parallel.run_blocks(block, [(s, s + 1) for s in range(self.count)])
+                add_rows(out[lo:hi], bias, out[lo:hi])
+        pool.run_blocks(block, [(s, s + 1) for s in range(self.count)])
         return out

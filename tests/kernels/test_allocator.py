@@ -10,12 +10,12 @@ import sys
 
 import pytest
 
-from mgsparse.engine import allocator
+from mgsparse.kernels import allocator
 
 FAULTS = """
 import resource, sys
 import numpy as np
-from mgsparse.engine.allocator import keep_freed_memory
+from mgsparse.kernels.allocator import keep_freed_memory
 took = keep_freed_memory() if sys.argv[1] == "keep" else None
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(100):  # 2 MB arrays: under numpy's huge-page size, 512 pages each

@@ -17,10 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.engine import parallel
-
-SPARSE_ROWS_MAX = 1 / 4  # share of nonzero rows up to which a gradient is taken row-sparse
-COUNT_BLOCKS = 16  # row blocks a gradient's nonzero rows are found in, stopping at the limit
+from mgsparse.kernels import pool, tuning
 
 _KNOWN_ROWS: dict[int, tuple[weakref.ref, np.ndarray]] = {}  # id(g) -> (g, its rows)
 
@@ -66,10 +63,10 @@ def sparse_rows(g: np.ndarray) -> np.ndarray | None:
     quarter of the rows (`mark_rows`) is read at those rows only, for the same answer (at
     100,000 rows the passes took ~2.5 ms of a GCN epoch); a larger record is left to the pass.
     """
-    if g.ndim not in (1, 2) or len(g) < parallel.MIN_BLOCK_ROWS:
+    if g.ndim not in (1, 2) or len(g) < tuning.MIN_BLOCK_ROWS:
         return None
     n = len(g)
-    limit, step = SPARSE_ROWS_MAX * n, -(-n // COUNT_BLOCKS)
+    limit, step = tuning.SPARSE_ROWS_MAX * n, -(-n // tuning.COUNT_BLOCKS)
     ones = np.ones(g.shape[1], dtype=g.dtype) if g.ndim == 2 else None
     known = known_rows(g)
     if known is not None and len(known) <= limit:  # recorded (`mark_rows`): read those only
@@ -86,8 +83,8 @@ def sparse_rows(g: np.ndarray) -> np.ndarray | None:
         return rows + start
     # on the pool; not an exception to stop: its traceback would hold g in a reference cycle
     # (here, not on the pool, below MIN_PARALLEL_ELEMENTS: 9,700 × 64 took 0.07 ms, 0.2 there)
-    found = parallel.run_blocks(block, [(s, min(s + step, n)) for s in range(0, n, step)],
-                                here=g.size < parallel.MIN_PARALLEL_ELEMENTS)
+    found = pool.run_blocks(block, [(s, min(s + step, n)) for s in range(0, n, step)],
+                                here=g.size < tuning.MIN_PARALLEL_ELEMENTS)
     if over[0] or sum(map(len, found)) > limit:
         return None
     return np.concatenate(found)
@@ -107,15 +104,15 @@ def matmul_tn_computed(rows_of: Callable[[Any], np.ndarray], shape: tuple[int, i
                        g: np.ndarray) -> np.ndarray:
     """`matmul_tn(a, g)` for an (M, K) operand made on demand: `rows_of(index)` gives a[index]
     for a slice or an array of row indices (dropout of a constant input: `nn.layers`)."""
-    if shape[0] * shape[1] * g.shape[1] < parallel.MIN_PARALLEL_WORK:
+    if shape[0] * shape[1] * g.shape[1] < tuning.MIN_PARALLEL_WORK:
         return rows_of(slice(None)).T @ g
     rows = sparse_rows(g)
     if rows is not None:  # those rows gathered and multiplied by blocks of them
-        partials = parallel.run_blocks(lambda s, e: rows_of(rows[s:e]).T @ g[rows[s:e]],
-                                       parallel.row_blocks(len(rows)))
+        partials = pool.run_blocks(lambda s, e: rows_of(rows[s:e]).T @ g[rows[s:e]],
+                                       pool.row_blocks(len(rows)))
     else:
-        partials = parallel.run_blocks(lambda s, e: rows_of(slice(s, e)).T @ g[s:e],
-                                       parallel.row_blocks(shape[0]))
+        partials = pool.run_blocks(lambda s, e: rows_of(slice(s, e)).T @ g[s:e],
+                                       pool.row_blocks(shape[0]))
     out = partials[0]
     for p in partials[1:]:
         out += p

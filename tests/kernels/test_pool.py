@@ -10,11 +10,10 @@ import time
 import numpy as np
 import pytest
 
-from mgsparse import SparseTensor, Tensor
-from mgsparse.engine import parallel
-from mgsparse.engine.buffers import Buffers
+from mgsparse import SparseTensor, Tensor, kernels
 from mgsparse.engine.masks import keep_mask
 from mgsparse.errors import HyperparameterError
+from mgsparse.kernels.buffers import Buffers
 from mgsparse.nn import functional as F
 from mgsparse.nn.gcn import GCN
 from mgsparse.sparse import gcn_norm, num_threads, sddmm, set_num_threads
@@ -22,7 +21,7 @@ from mgsparse.sparse import gcn_norm, num_threads, sddmm, set_num_threads
 
 @pytest.fixture(autouse=True)
 def restore_threads():
-    before = parallel.get_num_threads()
+    before = kernels.get_num_threads()
     yield
     set_num_threads(before)
 
@@ -32,9 +31,9 @@ def restore_threads():
 
 def test_default_is_the_environment_variable_else_the_allowed_cores(monkeypatch):
     monkeypatch.setenv("MGSPARSE_NUM_THREADS", "3")
-    assert parallel.default_num_threads() == 3
+    assert kernels.default_num_threads() == 3
     monkeypatch.delenv("MGSPARSE_NUM_THREADS")
-    assert parallel.default_num_threads() == len(os.sched_getaffinity(0))
+    assert kernels.default_num_threads() == len(os.sched_getaffinity(0))
     assert set_num_threads(None) == len(os.sched_getaffinity(0))
 
 
@@ -42,14 +41,14 @@ def test_default_is_the_environment_variable_else_the_allowed_cores(monkeypatch)
 def test_a_bad_environment_value_is_a_one_line_error(monkeypatch, bad):
     monkeypatch.setenv("MGSPARSE_NUM_THREADS", bad)
     with pytest.raises(HyperparameterError, match="MGSPARSE_NUM_THREADS must be a whole number"):
-        parallel.default_num_threads()
+        kernels.default_num_threads()
 
 
 def test_set_and_context_restore(monkeypatch):
-    assert set_num_threads(3) == 3 and parallel.get_num_threads() == 3
+    assert set_num_threads(3) == 3 and kernels.get_num_threads() == 3
     with num_threads(1) as n:
-        assert n == 1 and parallel.get_num_threads() == 1
-    assert parallel.get_num_threads() == 3
+        assert n == 1 and kernels.get_num_threads() == 1
+    assert kernels.get_num_threads() == 3
     with pytest.raises(HyperparameterError):
         set_num_threads(0)
 
@@ -59,16 +58,16 @@ def test_set_and_context_restore(monkeypatch):
                                          (400_000, [6250] * 64)])
 def test_blocks_are_about_equal_and_even_in_count(rows, sizes):
     """Two threads take equal shares: 9,700 rows were cut 4,096 + 4,096 + 1,508."""
-    assert [b - a for a, b in parallel.row_blocks(rows)] == sizes
+    assert [b - a for a, b in kernels.row_blocks(rows)] == sizes
 
 
 def test_blocks_cover_the_rows_once_and_ignore_the_thread_count():
     for rows in (0, 1, 4095, 4097, 1_000_003):
-        blocks = parallel.row_blocks(rows)
+        blocks = kernels.row_blocks(rows)
         assert blocks[0][0] == 0 and blocks[-1][1] == rows
         assert all(a[1] == b[0] for a, b in itertools.pairwise(blocks))
     indptr = np.cumsum(np.r_[0, np.arange(50_000) % 7])
-    cut = parallel.nnz_blocks(indptr)
+    cut = kernels.nnz_blocks(indptr)
     assert cut[0][0] == 0 and cut[-1][1] == 50_000 and len(cut) == 50_000 // 4096
 
 
@@ -98,7 +97,7 @@ def test_gcn_gradients_are_bitwise_equal_on_one_and_three_threads(every):
 
 
 def test_sddmm_in_chunks_is_bitwise_equal_across_threads(monkeypatch):
-    monkeypatch.setattr("mgsparse.sparse.ops._SDDMM_CHUNK", 64)
+    monkeypatch.setattr("mgsparse.kernels.tuning.SDDMM_CHUNK", 64)
     rng = np.random.default_rng(2)
     A = SparseTensor(rng.integers(0, 300, (2, 3000)), np.ones(3000), (300, 300))
     X, Y = rng.standard_normal((300, 8)), rng.standard_normal((300, 8))
@@ -116,7 +115,7 @@ def test_sddmm_in_chunks_is_bitwise_equal_across_threads(monkeypatch):
 def test_elementwise_ops_by_row_blocks_are_bitwise_equal_across_threads(op, rng):
     """Above MIN_PARALLEL_ELEMENTS the activations and dropout run by row blocks on the pool:
     forward and backward give one thread's bits on two and three (and the formula's values)."""
-    x0 = rng.standard_normal((parallel.MIN_PARALLEL_ELEMENTS // 64 + 77, 64)).astype(np.float32)
+    x0 = rng.standard_normal((kernels.tuning.MIN_PARALLEL_ELEMENTS // 64 + 77, 64)).astype(np.float32)
     g = rng.standard_normal(x0.shape).astype(np.float32)
     apply = {"relu": lambda x: x.relu(), "leaky_relu": lambda x: x.leaky_relu(0.2),
              "elu": lambda x: x.elu(),
@@ -138,7 +137,7 @@ def test_elementwise_ops_by_row_blocks_are_bitwise_equal_across_threads(op, rng)
             "sum": x0 + x0[::-1]}.get(op)
     if want is not None:
         np.testing.assert_array_equal(runs[0][0], want)
-    assert len(parallel.row_blocks(len(x0))) > 1
+    assert len(kernels.row_blocks(len(x0))) > 1
 
 
 
@@ -164,7 +163,7 @@ def test_dropout_scales_by_one_over_the_keep_probability_and_replays_from_a_seed
 
 def test_column_sums_is_the_sum_over_rows(rng):
     g = rng.standard_normal((5000, 7)).astype(np.float32)
-    np.testing.assert_allclose(parallel.column_sums(g), g.sum(axis=0, dtype=np.float64),
+    np.testing.assert_allclose(kernels.column_sums(g), g.sum(axis=0, dtype=np.float64),
                                rtol=1e-4)
 
 
@@ -184,7 +183,7 @@ def test_dropout_buffers_are_reused_only_once_nothing_holds_them():
 
 
 def _sum_of_blocks(_: int) -> int:
-    return sum(parallel.run_blocks(lambda a, b: a + b, [(0, 1), (1, 2), (2, 3)]))
+    return sum(kernels.run_blocks(lambda a, b: a + b, [(0, 1), (1, 2), (2, 3)]))
 
 
 def test_a_forked_child_gets_a_pool_of_its_own():
@@ -192,7 +191,7 @@ def test_a_forked_child_gets_a_pool_of_its_own():
     that were not forked: the child must build its own (the accuracy tests fork workers)."""
     import multiprocessing
 
-    parallel.set_num_threads(2)
+    kernels.set_num_threads(2)
     assert _sum_of_blocks(0) == 9  # the parent's pool exists and has run
     context = multiprocessing.get_context("fork")
     results = context.Queue()
@@ -216,7 +215,7 @@ def test_run_blocks_gives_results_in_block_order_and_the_caller_works_beside_the
         time.sleep(0.002)  # long enough that both threads take blocks
         return start * 10 + stop
     blocks = [(i, i + 1) for i in range(48)]
-    assert parallel.run_blocks(block, blocks) == [i * 10 + i + 1 for i in range(48)]
+    assert kernels.run_blocks(block, blocks) == [i * 10 + i + 1 for i in range(48)]
     assert threading.get_ident() in ran_on.values() and len(set(ran_on.values())) == 2
 
 
@@ -239,7 +238,7 @@ def test_a_failing_block_is_raised_once_every_helper_has_stopped():
             with lock:
                 running[0] -= 1
     with pytest.raises(ValueError, match="block 5 failed"):
-        parallel.run_blocks(block, [(i, i + 1) for i in range(64)])
+        kernels.run_blocks(block, [(i, i + 1) for i in range(64)])
     assert running[0] == 0 and 5 in started and len(started) < 64
 
 
@@ -247,15 +246,15 @@ def test_the_fused_bias_and_the_argmax_by_blocks_are_one_calls_bits(rng):
     """`matmul(a, b, bias)` adds the bias inside each block, as a second pass over the
     product would, and `argmax_rows` cuts its rows in blocks as one call would: bit for
     bit, at 1, 2 and 3 threads."""
-    a = rng.standard_normal((parallel.MIN_PARALLEL_ELEMENTS // 16 + 33, 16)).astype(np.float32)
+    a = rng.standard_normal((kernels.tuning.MIN_PARALLEL_ELEMENTS // 16 + 33, 16)).astype(np.float32)
     w = rng.standard_normal((16, 40)).astype(np.float32)
     bias = rng.standard_normal(40).astype(np.float32)
     z = np.round(a @ w, 1)  # ties: the first maximum wins, as numpy's argmax
     for threads in (1, 2, 3):
         set_num_threads(threads)
-        np.testing.assert_array_equal(parallel.matmul(a, w, bias), parallel.matmul(a, w) + bias)
-        np.testing.assert_array_equal(parallel.argmax_rows(z), z.argmax(axis=1))
-    assert len(parallel.row_blocks(len(a))) > 1
+        np.testing.assert_array_equal(kernels.matmul(a, w, bias), kernels.matmul(a, w) + bias)
+        np.testing.assert_array_equal(kernels.argmax_rows(z), z.argmax(axis=1))
+    assert len(kernels.row_blocks(len(a))) > 1
 
 
 def test_blocks_that_cut_their_own_work_in_blocks_run_it_on_their_thread():
@@ -263,7 +262,7 @@ def test_blocks_that_cut_their_own_work_in_blocks_run_it_on_their_thread():
     (the helpers are busy with the outer blocks), and nothing waits on itself."""
     set_num_threads(2)
     inner = [(j, j + 1) for j in range(8)]
-    got = parallel.run_blocks(lambda s, e: sum(parallel.run_blocks(lambda a, b: a * b, inner)),
+    got = kernels.run_blocks(lambda s, e: sum(kernels.run_blocks(lambda a, b: a * b, inner)),
                               [(i, i + 1) for i in range(16)])
     assert got == [sum(j * (j + 1) for j in range(8))] * 16
 
@@ -273,7 +272,7 @@ def test_an_interrupt_in_the_calling_thread_stops_the_helpers_too(monkeypatch):
     have finished the block they were on and started no other."""
     set_num_threads(2)
     caller, asks, started = threading.get_ident(), [0], []
-    take = parallel._Counter.next
+    take = kernels.pool._Counter.next
 
     def next_block(counter):
         if threading.get_ident() == caller:
@@ -281,13 +280,13 @@ def test_an_interrupt_in_the_calling_thread_stops_the_helpers_too(monkeypatch):
             if asks[0] == 3:
                 raise KeyboardInterrupt
         return take(counter)
-    monkeypatch.setattr(parallel._Counter, "next", next_block)
+    monkeypatch.setattr(kernels.pool._Counter, "next", next_block)
 
     def block(start, stop):
         started.append(start)
         time.sleep(0.002)
     with pytest.raises(KeyboardInterrupt):
-        parallel.run_blocks(block, [(i, i + 1) for i in range(64)])
+        kernels.run_blocks(block, [(i, i + 1) for i in range(64)])
     count = len(started)
     time.sleep(0.05)
     assert len(started) == count < 32
@@ -303,9 +302,9 @@ def test_add_rows_is_numpys_broadcast_add_bit_for_bit(rows, width, rng):
         b = rng.standard_normal(width).astype(dtype)
         expected = np.add(a, b)
         out = np.full_like(a, np.nan)
-        assert parallel.add_rows(a, b, out) is out
+        assert kernels.add_rows(a, b, out) is out
         np.testing.assert_array_equal(out, expected)
-        parallel.add_rows(a, b, a)  # in place, as a product's bias is added
+        kernels.add_rows(a, b, a)  # in place, as a product's bias is added
         np.testing.assert_array_equal(a, expected)
 
 
@@ -313,7 +312,7 @@ def test_add_rows_takes_the_plain_call_for_a_strided_array(rng):
     base = rng.standard_normal((3000, 32)).astype(np.float32)
     a, b = base[:, ::2], rng.standard_normal(16).astype(np.float32)  # not C-contiguous
     out = np.empty((3000, 16), np.float32)
-    np.testing.assert_array_equal(parallel.add_rows(a, b, out), a + b)
+    np.testing.assert_array_equal(kernels.add_rows(a, b, out), a + b)
 
 
 def test_add_rows_takes_the_plain_call_for_other_shapes(rng):
@@ -321,6 +320,6 @@ def test_add_rows_takes_the_plain_call_for_other_shapes(rng):
     for a, b in ((rng.standard_normal(5), rng.standard_normal(1)),
                  (rng.standard_normal((4, 3, 2)), rng.standard_normal(2))):
         out = np.empty_like(a)
-        np.testing.assert_array_equal(parallel.add_rows(a, b, out), a + b)
+        np.testing.assert_array_equal(kernels.add_rows(a, b, out), a + b)
 
 

@@ -8,8 +8,8 @@ import pytest
 import scipy.sparse as sp
 from scipy.sparse import _sparsetools
 
-from mgsparse.engine import parallel
-from mgsparse.sparse.slices import ColumnSlices
+from mgsparse import kernels
+from mgsparse.kernels.slices import ColumnSlices
 
 
 def _one_call(m: sp.csr_matrix, X: np.ndarray) -> np.ndarray:
@@ -58,7 +58,7 @@ def test_scatter_is_bitwise_the_one_csc_call(rng, threads, count):
     m = _unsorted_with_repeats(rng, 700, 1000, 9000)
     X = rng.standard_normal((700, 16)).astype(np.float32)
     cut = ColumnSlices(m.indptr, m.indices, m.shape, count)
-    with parallel.num_threads(threads):
+    with kernels.num_threads(threads):
         got = cut.scatter(m.data, X, np.full((1000, 16), np.nan, np.float32))
     want = _one_call(m, X)
     assert got.tobytes() == want.tobytes()  # every slice zeroed its own rows, all rows covered
@@ -73,7 +73,7 @@ def test_a_bias_added_by_each_slice_is_bitwise_the_product_plus_the_bias(rng, th
     X = rng.standard_normal((700, 16)).astype(np.float32)
     b = rng.standard_normal(16).astype(np.float32)
     cut = ColumnSlices(m.indptr, m.indices, m.shape, 4)
-    with parallel.num_threads(threads):
+    with kernels.num_threads(threads):
         got = cut.scatter(m.data, X, np.full((1000, 16), np.inf, np.float32), bias=b)
     assert got.tobytes() == (_one_call(m, X) + b).tobytes()
 
@@ -135,7 +135,7 @@ def test_a_vector_scattered_in_slices_is_bitwise_the_one_call(rng, monkeypatch):
     """A vector product whose output outgrows SLICE_BYTES where the pool does not cut the
     work (one thread, or too few rows) is cut into slices like a matrix's: it took
     X.shape[1] of a 1-d X and failed."""
-    from mgsparse.sparse import slices
+    from mgsparse import kernels
     from mgsparse.sparse.structure import Structure
 
     m = sp.random(600, 500, density=0.02, random_state=1, format="csr", dtype=np.float32)
@@ -143,8 +143,8 @@ def test_a_vector_scattered_in_slices_is_bitwise_the_one_call(rng, monkeypatch):
     structure = Structure(np.stack([coo.row, coo.col]).astype(np.int64), m.shape,
                           canonical=True)
     x = rng.standard_normal(600).astype(np.float32)
-    monkeypatch.setattr(slices, "SLICE_BYTES", 256)  # 2,000 output bytes: ~8 slices
-    with parallel.num_threads(1):
+    monkeypatch.setattr(kernels.tuning, "SLICE_BYTES", 256)  # 2,000 output bytes: ~8 slices
+    with kernels.num_threads(1):
         got = structure.t_matmul(coo.data, x)
     one = np.zeros(500, np.float32)
     _sparsetools.csc_matvec(500, 600, m.indptr, m.indices, m.data, x, one)
@@ -152,16 +152,17 @@ def test_a_vector_scattered_in_slices_is_bitwise_the_one_call(rng, monkeypatch):
 
 
 def test_the_count_follows_the_threads_and_the_output_size(monkeypatch):
-    from mgsparse.sparse import slices
+    from mgsparse import kernels
+    from mgsparse.kernels import slices
 
-    monkeypatch.setattr(slices, "SLICE_BYTES", 1 << 20)
+    monkeypatch.setattr(kernels.tuning, "SLICE_BYTES", 1 << 20)
     wide, narrow = np.zeros((10, 64), np.float32), np.zeros((10, 4), np.float32)
-    rows = 2 * parallel.MIN_BLOCK_ROWS  # cut by the pool at 2 threads
-    with parallel.num_threads(1):
+    rows = 2 * kernels.tuning.MIN_BLOCK_ROWS  # cut by the pool at 2 threads
+    with kernels.num_threads(1):
         assert slices.count(rows, narrow) == 1  # 128 kB of output: one call
         assert slices.count(rows, wide) == 2  # 2 MB: two slices of about 1 MB
         assert slices.count(8 * rows, wide) == 16  # 16 MB
-    with parallel.num_threads(2):
+    with kernels.num_threads(2):
         assert slices.count(rows, wide) == 2 and slices.count(8 * rows, wide) == 16
         assert slices.count(3 * rows // 2, wide) == 4  # three slices' worth: two per thread
         assert slices.count(rows, narrow) == 2  # narrow columns slice too

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from mgsparse.engine import Tensor
-from mgsparse.engine.inplace import freeze
+from mgsparse.kernels.inplace import freeze
 
 
 def test_a_frozen_array_stays_read_only_after_its_graph_lets_go():
@@ -36,13 +36,12 @@ def test_a_locked_view_of_a_frozen_array_is_released_without_error():
 def test_a_fixed_adjacency_cached_by_the_scatter_path_stays_read_only():
     """Structure.matmul's symmetry answer is kept for the array: after training steps (graphs
     that saved Â and let go) Â's values still refuse a write."""
-    from mgsparse import SparseTensor
-    from mgsparse.engine import parallel
+    from mgsparse import SparseTensor, kernels
 
     adj = SparseTensor.from_dense(np.array([[0.5, 0.5, 0], [0.5, 0.25, 0.25], [0, 0.25, 0.75]],
                                            dtype=np.float32))
     w = Tensor(np.ones((3, 2), np.float32), requires_grad=True)
-    with parallel.num_threads(1):
+    with kernels.num_threads(1):
         for _ in range(3):
             (adj @ (adj @ w)).sum().backward()
     assert adj._structure.csr()._symmetric[1] is True
@@ -53,7 +52,7 @@ def test_a_fixed_adjacency_cached_by_the_scatter_path_stays_read_only():
 def test_is_frozen_names_only_arrays_that_can_never_change():
     """Read-only is not enough: a graph's lock is lifted again, and a frozen view of a
     writeable base can still change through the base."""
-    from mgsparse.engine.inplace import is_frozen, lock, unlock
+    from mgsparse.kernels.inplace import is_frozen, lock, unlock
 
     locked = np.ones(3)
     held = lock(locked)

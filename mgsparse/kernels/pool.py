@@ -26,14 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.engine.blas import limit_blas_threads
 from mgsparse.errors import HyperparameterError
+from mgsparse.kernels import tuning
+from mgsparse.kernels.blas import limit_blas_threads
 
 ENV_VAR = "MGSPARSE_NUM_THREADS"
-MIN_BLOCK_ROWS = 4096  # below this a block costs more in dispatch than it saves
-MAX_BLOCKS = 64
-MIN_PARALLEL_WORK = 1 << 20  # multiply-adds under which a product runs as one call
-MIN_PARALLEL_ELEMENTS = 1 << 20  # elements under which elementwise work runs as one call
 
 
 class _State:
@@ -109,9 +106,9 @@ def num_threads(n: int | None) -> Iterator[int]:
 # ---------------------------------------------------------------- blocks and the pool
 
 
-def row_blocks(num_rows: int, min_rows: int = MIN_BLOCK_ROWS) -> list[tuple[int, int]]:
+def row_blocks(num_rows: int, min_rows: int | None = None) -> list[tuple[int, int]]:
     """Row ranges [start, stop) covering `num_rows`, about equal: one per `min_rows` rows
-    (rounded up), an even count where there are several, at most MAX_BLOCKS.
+    (rounded up), an even count where there are several, at most tuning.MAX_BLOCKS.
 
     Depends on the size only, so every thread count cuts the work the same way. Equal and
     even so that two threads take equal shares: 9,700 rows were cut 4,096 + 4,096 + 1,508,
@@ -120,7 +117,8 @@ def row_blocks(num_rows: int, min_rows: int = MIN_BLOCK_ROWS) -> list[tuple[int,
     """
     if num_rows <= 0:
         return [(0, 0)]
-    count = min(MAX_BLOCKS, -(-num_rows // min_rows))
+    min_rows = tuning.MIN_BLOCK_ROWS if min_rows is None else min_rows
+    count = min(tuning.MAX_BLOCKS, -(-num_rows // min_rows))
     count += count % 2 if count > 1 else 0
     size = -(-num_rows // count)
     return [(s, min(s + size, num_rows)) for s in range(0, num_rows, size)]
@@ -129,7 +127,7 @@ def row_blocks(num_rows: int, min_rows: int = MIN_BLOCK_ROWS) -> list[tuple[int,
 def _nnz_block_count(num_rows: int) -> int:
     """How many blocks `nnz_blocks` cuts `num_rows` rows into: the size's alone, so that
     `runs_as_one_call` can tell without the pattern."""
-    return min(MAX_BLOCKS, max(num_rows // MIN_BLOCK_ROWS, 1))
+    return min(tuning.MAX_BLOCKS, max(num_rows // tuning.MIN_BLOCK_ROWS, 1))
 
 
 def nnz_blocks(indptr: np.ndarray) -> list[tuple[int, int]]:
@@ -217,100 +215,9 @@ def by_rows(fn: Callable[..., Any], out: np.ndarray, *arrays: np.ndarray) -> np.
 
     For elementwise work whose row i reads and writes row i only: every block computes its rows
     exactly as one call over all rows would, so the result is bitwise the same for any thread
-    count. Arrays under MIN_PARALLEL_ELEMENTS (or one thread) take one call."""
-    if out.ndim == 0 or out.size < MIN_PARALLEL_ELEMENTS or get_num_threads() == 1:
+    count. Arrays under tuning.MIN_PARALLEL_ELEMENTS (or one thread) take one call."""
+    if out.ndim == 0 or out.size < tuning.MIN_PARALLEL_ELEMENTS or get_num_threads() == 1:
         fn(out, *arrays)
     else:
         run_blocks(lambda s, e: fn(out[s:e], *(a[s:e] for a in arrays)), row_blocks(len(out)))
     return out
-
-
-TILED_ROWS = 1024  # rows from which `add_rows` tiles the bias (below, one plain call)
-TILED_WIDTH = 512  # elements numpy's inner loop gets per step once the bias is tiled
-
-
-def add_rows(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """out = a + b, the same bits as `np.add(a, b, out=out)`, faster for a (N, C) and a bias (C,).
-
-    numpy broadcasts b by running its inner loop once per row of C elements, and pays a
-    set-up per row that dominates at a GNN's widths: (2708, 16) took 14.8 µs, (100000, 16)
-    603 µs. Viewing k rows as one row of k·C elements against b tiled k times runs the same
-    additions in loops of ≥ TILED_WIDTH elements (8.2 and 230 µs); the rows left over, fewer
-    than k, take the plain call, as do non-contiguous arrays and any other shapes."""
-    if a.ndim != 2 or b.ndim != 1:
-        return np.add(a, b, out=out)
-    n, c = a.shape
-    k = -(-TILED_WIDTH // max(c, 1))
-    if n < max(TILED_ROWS, k) or c == 0 or not (a.flags.c_contiguous and out.flags.c_contiguous):
-        return np.add(a, b, out=out)
-    full = n - n % k
-    tiled = np.empty(k * c, dtype=b.dtype)
-    tiled.reshape(k, c)[:] = b
-    np.add(a[:full].reshape(-1, k * c), tiled, out=out[:full].reshape(-1, k * c))
-    if full < n:
-        np.add(a[full:], b, out=out[full:])
-    return out
-
-
-# ---------------------------------------------------------------- dense products by row blocks
-
-
-def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
-    """a·b (+ bias) for 2-d a (M, K), b (K, N): rows of a cut in fixed blocks, one BLAS call
-    each, the bias added to each block while it is still in cache."""
-    if a.ndim != 2 or b.ndim != 2 or a.size * b.shape[1] < MIN_PARALLEL_WORK:
-        out = np.matmul(a, b)
-        return out if bias is None else add_rows(out, bias, out)
-    m = a.shape[0]
-    out = np.empty((m, b.shape[1]), dtype=np.result_type(a, b))
-
-    def block(s, e):
-        np.matmul(a[s:e], b, out=out[s:e])
-        if bias is not None:
-            add_rows(out[s:e], bias, out[s:e])
-    run_blocks(block, row_blocks(m))
-    return out
-
-
-CACHE_ROWS = 1024  # rows of a block's computed operand made at once: ~0.5 MB at 128 floats
-
-
-def matmul_computed(rows_of: Callable[[Any], np.ndarray], shape: tuple[int, int],
-                    b: np.ndarray) -> np.ndarray:
-    """a·b for an (m, k) operand a that is never stored whole: `rows_of(index)` makes a[index]
-    for a slice of rows (dropout of a constant input, say), CACHE_ROWS at a time, each
-    multiplied while it is still in cache. The slices depend on m only, so any thread count
-    gives the same bits; against `matmul(a, b)`, whose BLAS calls take other row counts, a
-    row may differ in its last bit (BLAS rounds a row by where it falls in its call)."""
-    m, k = shape
-    out = np.empty((m, b.shape[1]), dtype=b.dtype)  # an op's operands share one dtype
-
-    def block(s, e):
-        for start in range(s, e, CACHE_ROWS):
-            stop = min(start + CACHE_ROWS, e)
-            np.matmul(rows_of(slice(start, stop)), b, out=out[start:stop])
-    if m * k * b.shape[1] < MIN_PARALLEL_WORK:
-        block(0, m)
-    else:
-        run_blocks(block, row_blocks(m))
-    return out
-
-
-def argmax_rows(z: np.ndarray) -> np.ndarray:
-    """z.argmax(axis=1) for a 2-d z, in row blocks on the pool (each row's answer is the one
-    call's); one call on one thread, where blocks gain nothing."""
-    if z.ndim != 2 or len(z) < 2 * MIN_BLOCK_ROWS or get_num_threads() == 1:
-        return z.argmax(axis=1)  # numpy's set-up per row, not the columns, sets the cost
-    out = np.empty(len(z), dtype=np.intp)
-    run_blocks(lambda s, e: np.argmax(z[s:e], axis=1, out=out[s:e]), row_blocks(len(z)))
-    return out
-
-
-def column_sums(g: np.ndarray) -> np.ndarray:
-    """Σ over the rows of a 2-d float array (a bias gradient): 1ᵀ·g, one BLAS pass.
-
-    20x faster than g.sum(axis=0) at 100,000 × 16, and exact for any thread count since
-    BLAS runs one thread (set here on first use).
-    """
-    get_num_threads()
-    return np.ones(len(g), dtype=g.dtype) @ g

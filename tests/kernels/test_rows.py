@@ -6,14 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mgsparse import SparseTensor
-from mgsparse.engine import parallel, rowsparse
+from mgsparse import SparseTensor, kernels
 from mgsparse.sparse import set_num_threads
 
 
 @pytest.fixture(autouse=True)
 def restore_threads():
-    before = parallel.get_num_threads()
+    before = kernels.get_num_threads()
     yield
     set_num_threads(before)
 
@@ -25,12 +24,12 @@ def _row_sparse(rng, rows: int, cols: int, nonzero: int) -> np.ndarray:
 
 
 def test_row_sparse_gradients_take_the_short_paths_and_agree_with_the_dense_products(rng):
-    n = 3 * parallel.MIN_BLOCK_ROWS
+    n = 3 * kernels.tuning.MIN_BLOCK_ROWS
     g = _row_sparse(rng, n, 5, 40)
-    assert len(rowsparse.sparse_rows(g)) == 40
-    assert rowsparse.sparse_rows(rng.standard_normal((n, 5))) is None  # dense: the full path
+    assert len(kernels.sparse_rows(g)) == 40
+    assert kernels.sparse_rows(rng.standard_normal((n, 5))) is None  # dense: the full path
     a = rng.standard_normal((n, 64))
-    np.testing.assert_allclose(rowsparse.matmul_tn(a, g), a.T @ g, atol=1e-10)
+    np.testing.assert_allclose(kernels.matmul_tn(a, g), a.T @ g, atol=1e-10)
     A = SparseTensor(rng.integers(0, n, (2, 10 * n)), rng.standard_normal(10 * n), (n, n))
     expected = A.to_scipy().T @ g
     np.testing.assert_allclose(A._structure.t_matmul(A.values.data, g), expected, atol=1e-10)
@@ -58,12 +57,12 @@ def test_sparse_rows_stops_early_with_the_answer_of_the_whole_pass(rng):
             g[zero_rows[0]] = -0.0  # a zero row, whatever its sign bits
         for threads in (1, 2, 3):  # blocks on the pool: the same answer
             set_num_threads(threads)
-            got = rowsparse.sparse_rows(g)
+            got = kernels.sparse_rows(g)
             if len(want) > 0.25 * n:
                 assert got is None, (share, threads)
             else:
                 np.testing.assert_array_equal(got, want)
-        got_1d = rowsparse.sparse_rows(g[:, 3])
+        got_1d = kernels.sparse_rows(g[:, 3])
         nz_1d = np.flatnonzero(g[:, 3])
         assert (got_1d is None) if len(nz_1d) > 0.25 * n else np.array_equal(got_1d, nz_1d)
 
@@ -72,16 +71,16 @@ def test_sparse_rows_stops_early_with_the_answer_of_the_whole_pass(rng):
 def test_a_row_sparse_weight_gradient_and_a_long_argmax_are_the_same_at_any_thread_count(rng):
     """aᵀ·g over the nonzero rows of g runs by fixed blocks of those rows, and an argmax of many
     short rows by row blocks: the same bits at 1, 2 and 3 threads, equal to the full products."""
-    n = 16 * parallel.MIN_BLOCK_ROWS  # 3 blocks' worth of nonzero rows: under a quarter
+    n = 16 * kernels.tuning.MIN_BLOCK_ROWS  # 3 blocks' worth of nonzero rows: under a quarter
     a = rng.standard_normal((n, 64)).astype(np.float32)
-    g = _row_sparse(rng, n, 16, 3 * parallel.MIN_BLOCK_ROWS).astype(np.float32)
+    g = _row_sparse(rng, n, 16, 3 * kernels.tuning.MIN_BLOCK_ROWS).astype(np.float32)
     z = np.round(rng.standard_normal((n, 5)), 1)  # ties: the first maximum wins
-    assert len(parallel.row_blocks(len(rowsparse.sparse_rows(g)))) > 1
+    assert len(kernels.row_blocks(len(kernels.sparse_rows(g)))) > 1
     results = []
     for threads in (1, 2, 3):
         set_num_threads(threads)
-        results.append(rowsparse.matmul_tn(a, g).tobytes())
-        np.testing.assert_array_equal(parallel.argmax_rows(z), z.argmax(axis=1))
+        results.append(kernels.matmul_tn(a, g).tobytes())
+        np.testing.assert_array_equal(kernels.argmax_rows(z), z.argmax(axis=1))
     assert results[0] == results[1] == results[2]
     np.testing.assert_allclose(np.frombuffer(results[0], np.float32).reshape(64, 16),
                                a.astype(np.float64).T @ g, rtol=1e-4, atol=1e-3)
@@ -99,9 +98,9 @@ def test_a_dense_gradient_is_freed_as_soon_as_its_last_reference_goes(rng):
         set_num_threads(threads)
         gc.disable()
         try:
-            g = rng.standard_normal((4 * parallel.MIN_BLOCK_ROWS, 8))
+            g = rng.standard_normal((4 * kernels.tuning.MIN_BLOCK_ROWS, 8))
             alive = weakref.ref(g)
-            assert rowsparse.sparse_rows(g) is None
+            assert kernels.sparse_rows(g) is None
             del g
             assert alive() is None, threads
         finally:
@@ -113,21 +112,21 @@ def test_a_gradients_recorded_rows_are_all_sparse_rows_reads(rng, monkeypatch):
     `sparse_rows` reads g at those rows only and returns the whole pass's answer, the exact
     nonzero rows (NaN counting as nonzero); a record over a quarter leaves it to the pass.
     The record belongs to that array only and goes with it; `same_rows` carries it on."""
-    n = 3 * parallel.MIN_BLOCK_ROWS
+    n = 3 * kernels.tuning.MIN_BLOCK_ROWS
     g = _row_sparse(rng, n, 5, 40)
     g[np.flatnonzero(g.any(axis=1))[3], 2] = np.nan
-    exact = rowsparse.sparse_rows(g)
+    exact = kernels.sparse_rows(g)
     rows = np.union1d(exact, [0, 7])  # two zero rows added
     for h in (g, g[:, 1].copy()):  # 2-d and 1-d
-        rowsparse.mark_rows(h, rows)
+        kernels.mark_rows(h, rows)
         with monkeypatch.context() as m:
-            m.setattr(parallel, "run_blocks", lambda *a, **k: pytest.fail("the whole array was read"))
+            m.setattr(kernels.pool, "run_blocks", lambda *a, **k: pytest.fail("the whole array was read"))
             want = exact if h.ndim == 2 else np.flatnonzero(h)
-            assert np.array_equal(rowsparse.sparse_rows(h), want)
-    out = rowsparse.same_rows(g * 2.0, g)
-    assert rowsparse.known_rows(out) is rows and rowsparse.known_rows(g.copy()) is None
-    dense = rowsparse.mark_rows(rng.standard_normal((n, 3)), np.arange(n // 4 + 1))
-    assert rowsparse.sparse_rows(dense) is None  # a record over a quarter: the pass decides
-    key, before = id(g), len(rowsparse._KNOWN_ROWS)
+            assert np.array_equal(kernels.sparse_rows(h), want)
+    out = kernels.same_rows(g * 2.0, g)
+    assert kernels.known_rows(out) is rows and kernels.known_rows(g.copy()) is None
+    dense = kernels.mark_rows(rng.standard_normal((n, 3)), np.arange(n // 4 + 1))
+    assert kernels.sparse_rows(dense) is None  # a record over a quarter: the pass decides
+    key, before = id(g), len(kernels.rows._KNOWN_ROWS)
     del g, out, dense
-    assert key not in rowsparse._KNOWN_ROWS and len(rowsparse._KNOWN_ROWS) == before - 3
+    assert key not in kernels.rows._KNOWN_ROWS and len(kernels.rows._KNOWN_ROWS) == before - 3

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mgsparse.engine import blas
+from mgsparse.kernels import blas
 
 
 def test_blas_is_set_to_one_thread_where_numpy_brings_openblas():

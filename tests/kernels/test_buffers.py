@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from mgsparse.config import config_from_dict
-from mgsparse.engine.buffers import GROWTH, Buffers
+from mgsparse.kernels.buffers import Buffers
+from mgsparse.kernels.tuning import GROWTH
 from mgsparse.run import make_task
 from mgsparse.run.task import shuffle_generator
 
