@@ -11,13 +11,16 @@ p = 0.99, 0.7% at 0.999. For p = 0.5 and multiples of 1/256 the two coincide.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import random
 import sys
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from mgsparse.errors import HyperparameterError
+from mgsparse.errors import HyperparameterError, MgsparseError
 
 _CHUNK = 1 << 20  # 64-bit hashes computed at once: bounds the temporaries to a few MB
 RAW_BYTES_MIN = 64  # bytes from which `random_bytes` reads PCG64's raw outputs (1.3 kB: 2.2 µs, not 5.3)
@@ -65,13 +68,70 @@ class Draw(NamedTuple):
     """A keep mask still to be drawn: the op that applies it draws it from `rng` in its
     forward, at the point the caller would have drawn it (the same bits). An op recorded on a
     tape (`engine.tape`) then draws a fresh mask each time the tape runs, never the recorded
-    one."""
+    one. While `draws_logged` watches, each draw is logged with the generator's state before
+    and after it: what a recorded step's ops drew, told apart from what its Python drew."""
 
     p: float
     rng: np.random.Generator
 
     def mask(self, shape: tuple) -> np.ndarray:
-        return keep_mask(shape, self.p, self.rng)
+        log = _DrawLog.draws
+        if log is None:
+            return keep_mask(shape, self.p, self.rng)
+        holder = state_holder(self.rng)
+        before = generator_state(holder)
+        keep = keep_mask(shape, self.p, self.rng)
+        log.append((holder, before, generator_state(holder)))
+        return keep
+
+
+class _DrawLog:
+    draws: list | None = None  # set by `draws_logged`
+
+
+@contextlib.contextmanager
+def draws_logged() -> Iterator[list]:
+    """Every `Draw` made inside the block, in order, as (state holder, state before, state
+    after) (`state_holder`, `generator_state`)."""
+    if _DrawLog.draws is not None:
+        raise MgsparseError("draws_logged(): already logging")
+    _DrawLog.draws = log = []
+    try:
+        yield log
+    finally:
+        _DrawLog.draws = None
+
+
+def state_holder(rng: Any) -> Any:
+    """The object whose state a draw from `rng` advances (a Generator's bit generator, which
+    two Generators may share), or None for something that is no generator numpy or Python
+    knows."""
+    if isinstance(rng, np.random.Generator):
+        return rng.bit_generator
+    if isinstance(rng, np.random.RandomState):
+        return rng._bit_generator
+    if isinstance(rng, (np.random.BitGenerator, random.Random)):
+        return rng
+    return None
+
+
+def generator_state(holder: Any) -> Any:
+    """`holder`'s whole state as a value `==` compares (arrays as bytes), or None for None."""
+    if holder is None:
+        return None
+    if isinstance(holder, random.Random):
+        return holder.getstate()
+    return _frozen(holder.state)
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple((k, _frozen(v)) for k, v in value.items())
+    if isinstance(value, np.ndarray):
+        return value.dtype.str, value.shape, value.tobytes()
+    if isinstance(value, (list, tuple)):
+        return tuple(map(_frozen, value))
+    return value
 
 
 def drawn(keep: Any, shape: tuple) -> np.ndarray:

@@ -16,8 +16,12 @@ A tape cannot see the Python between its ops: state it changes, or a choice it m
 differently from step to step. Two recordings of a step are therefore compared
 (`Tape.same_as`: the same Functions, each argument from the same place, the same leaf
 objects, equal constants) and only a step recorded twice alike is replayed; `run.replay`
-also refuses a model whose attributes a step changes. (tinygrad's TinyJit and CUDA graphs
-capture and replay the same way.)
+also refuses a model whose attributes a step changes or whose Python draws from a generator
+(a coin flipped between ops, which two recordings may happen to flip alike), and records
+again when an attribute changes between steps. What a tape runs again is only what the ops
+themselves do: each `forward` and `backward` with the recorded constants (a `masks.Draw`
+among them, so a dropout mask is drawn afresh) on the leaves' current arrays. (tinygrad's
+TinyJit and CUDA graphs capture and replay the same way.)
 """
 
 from __future__ import annotations

@@ -117,6 +117,14 @@ class Function:
     one gradient per positional argument (`None` where no gradient is needed).
     The output takes the first Tensor argument's dtype (numpy may not upcast it behind our
     back) unless the forward sets `ctx.out_dtype`, as a cast does.
+
+    What a tape (`engine.tape`, `run.replay`) runs again is the op, not its caller: `forward`
+    and `backward` are called afresh with the recorded non-Tensor arguments on the Tensors'
+    current arrays. So an op draws its random numbers inside `forward`, from a `masks.Draw`
+    argument (a mask drawn by its caller would be a constant, replayed as recorded), and takes
+    a pooled buffer there too; what the caller computes in Python around `apply` (a coin, a
+    counter, a branch) runs only eagerly, and `run.replay` keeps such a step eager (its
+    module docstring lists the rules).
     """
 
     @staticmethod

@@ -36,6 +36,14 @@ The whole-graph side of the contract: `Layer(in_features, out_features, rng=...,
 and `forward(x, edge_index)`, messages flowing source → target (row 0 of edge_index), each
 node keeping its own term by default.
 
+**What a tape replays.** A full-batch step runs from a tape once two epochs recorded the same
+ops (`run/replay.py`): the ops again, not the layer's Python. A layer draws its randomness
+inside ops (`x.dropout(p, training, rng)`, `relu_dropout`, `dropout_linear`: the op draws
+the mask from a `masks.Draw`, afresh each run); a choice made in Python (a coin from
+`self.rng` or `np.random`, a counter, a branch on an attribute) is allowed and stays exact,
+since the replay then keeps that step eager (a drawn coin, a changed attribute) or records it
+again (an attribute set between steps), at the cost of the tape's speed.
+
 A subclass of a shipped layer inherits its `on_block` (a subclass that changes the computation
 of `forward` overrides `on_block` too). A layer without one is named by `block_support(model)`,
 and binding it raises a one-line error naming the settings that train it on the whole graph.
