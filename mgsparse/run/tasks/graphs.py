@@ -62,6 +62,10 @@ GRAPH_METRICS = TaskMetrics(
     legend="train/val: accuracy · v.loss: validation loss")
 
 
+def _edge_features(graphs: GraphSet) -> str:
+    return f", {graphs.num_edge_features} features each" if graphs.num_edge_features else ""
+
+
 def graph_batch(graphs: GraphSet, idx: np.ndarray, dtype: Any = np.float32) -> GraphBatch:
     """The graphs `idx` as one `GraphBatch`: `GraphSet.subset` gathers their nodes and edges
     and renumbers the edges batch-locally (graph b's ids shifted by the nodes before it),
@@ -69,7 +73,7 @@ def graph_batch(graphs: GraphSet, idx: np.ndarray, dtype: Any = np.float32) -> G
     sub = graphs.subset(idx)
     batch = np.repeat(np.arange(sub.num_graphs, dtype=np.int64), sub.nodes_per_graph)
     return GraphBatch(sub.x.astype(dtype, copy=False), sub.edge_index, batch, sub.num_graphs,
-                      sub.y, dtype)
+                      sub.y, dtype, edge_attr=sub.edge_attr, edge_type=sub.edge_type)
 
 
 def class_ranks(y: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -117,7 +121,7 @@ class GraphClassificationTask(Task):
         self.placed = PlacedGraph.held(Tensor(graphs.x.astype(dtype, copy=False)), None, {
             "features": f"dense ({graphs.num_nodes:,} nodes x {graphs.num_features})",
             "adjacency": f"block-diagonal sparse per batch ({graphs.num_graphs:,} graphs, "
-                         f"{graphs.num_edges:,} edges in all)"},
+                         f"{graphs.num_edges:,} edges in all{_edge_features(graphs)})"},
             {"features": float(np.count_nonzero(graphs.x)) / max(graphs.x.size, 1),
              "adjacency": graphs.num_edges / max(graphs.num_nodes, 1) ** 2})
         self._eval: list[tuple[np.ndarray, GraphBatch]] | None = None
@@ -151,7 +155,8 @@ class GraphClassificationTask(Task):
         m = self.config.model
         return GraphClassifier(self.graphs.num_features, m.hidden, self.num_classes,
                                layers=m.layers, dropout=m.dropout, activation=m.activation,
-                               kind=m.kind, readout=m.readout, train_eps=m.train_eps,
+                               kind=m.kind, readout=m.readout,
+                               edge_dim=self.graphs.num_edge_features, train_eps=m.train_eps,
                                heads=m.heads, normalize=m.normalize,
                                attn_dropout=m.attn_dropout, rng=rng, dtype=self.dtype)
 
