@@ -10,8 +10,9 @@ types when the graphs have them, and the `batch` vector; it keeps the operands i
 build from them, each built once per batch (an evaluation batch kept for every epoch builds
 it once per run).
 
-The classifier knows no layer kind. `model.kind` names, in the catalog (`ModelFacts.graph_layer`),
-the layer class it stacks, and that class says what it needs:
+The classifier knows no layer kind: it is handed the layer class to stack (a run finds it
+from `model.kind` through the catalog's ``graph_layer``: `mgsparse.run.build.graph_layer`), and
+that class says what it needs:
 
 - ``for_graphs(in_features, out_features, *, rng, dtype, edge_dim, **options)``, a classmethod:
   the layer at one depth, from the model section's options (each layer reads its own and
@@ -38,16 +39,14 @@ injective one GIN's argument needs); mean or max for the others (`model.readout`
 
 from __future__ import annotations
 
-import importlib
 from itertools import pairwise
 from typing import Any
 
 import numpy as np
 
-from mgsparse.catalog import GRAPH_CLASSIFIER_KINDS, MODELS
-from mgsparse.data.graph import check_edge_data
 from mgsparse.engine import Tensor
 from mgsparse.errors import HyperparameterError, ShapeError
+from mgsparse.nn.gin import GINConv
 from mgsparse.nn.layers import Dropout, Linear
 from mgsparse.nn.module import Module, ModuleList
 from mgsparse.nn.norm import BatchNorm1d
@@ -56,15 +55,18 @@ from mgsparse.nn.stack import get_activation
 from mgsparse.sparse import Segments
 
 
-def graph_layer(kind: str) -> type[Module]:
-    """The layer class `GraphClassifier` stacks for model kind `kind` (the catalog's
-    ``graph_layer``, imported on first use: the classifier imports no layer module itself)."""
-    facts = MODELS.get(kind)
-    if facts is None or not facts.graph_layer:
-        raise HyperparameterError(f"graph classifier: kind {kind!r} has no graph layer; "
-                                  f"known: {', '.join(GRAPH_CLASSIFIER_KINDS)}")
-    module, name = facts.graph_layer.split(":")
-    return getattr(importlib.import_module(module), name)
+def _check_edge_data(num_edges: int, edge_attr: Any, edge_type: Any) -> None:
+    """One row per edge: edge_attr (E, F_e) floats, edge_type (E,) integers."""
+    if edge_attr is not None:
+        a = np.asarray(edge_attr)
+        if a.ndim != 2 or a.shape[0] != num_edges or a.dtype.kind != "f":
+            raise ShapeError(f"GraphBatch: edge_attr is {a.dtype} of shape {a.shape}; "
+                             f"expected float of shape ({num_edges}, F_e), one row per edge")
+    if edge_type is not None:
+        t = np.asarray(edge_type)
+        if t.shape != (num_edges,) or t.dtype.kind not in "iu":
+            raise ShapeError(f"GraphBatch: edge_type is {t.dtype} of shape {t.shape}; "
+                             f"expected integers of shape ({num_edges},), one per edge")
 
 
 class GraphBatch:
@@ -83,7 +85,7 @@ class GraphBatch:
         self.x = x if isinstance(x, Tensor) else Tensor(np.asarray(x, dtype=dtype))
         self.edge_index = np.asarray(edge_index, dtype=np.int64)
         self.num_graphs, self.y, self.dtype = int(num_graphs), y, np.dtype(dtype)
-        check_edge_data("GraphBatch", self.edge_index.shape[-1], edge_attr, edge_type)
+        _check_edge_data(self.edge_index.shape[-1], edge_attr, edge_type)
         self.edge_attr = None if edge_attr is None else np.asarray(edge_attr, dtype=dtype)
         self.edge_type = None if edge_type is None else np.asarray(edge_type, dtype=np.int64)
         self.segments = Segments(batch, self.x.shape[0], self.num_graphs, "GraphBatch")
@@ -114,28 +116,33 @@ class GraphBatch:
 
 
 class GraphClassifier(Module):
-    """`layers` message-passing layers of `kind`, a readout of every level, summed linear heads
-    (see the module docstring). `forward(batch)` takes a `GraphBatch`, returns (B, classes).
-    `edge_dim`: the width of the graphs' edge features (0: none), for layers that read them;
-    `options` go to the layer class (`for_graphs`), each layer reading its own."""
+    """`layers` message-passing layers of class `layer` (GIN's by default), a readout of every
+    level, summed linear heads (see the module docstring). `forward(batch)` takes a
+    `GraphBatch`, returns (B, classes). `edge_dim`: the width of the graphs' edge features (0:
+    none), for layers that read them; `options` go to the layer class (`for_graphs`), each
+    layer reading its own."""
 
     def __init__(self, in_features: int, hidden: int, num_classes: int, layers: int = 4,
-                 dropout: float = 0.5, activation: str = "relu", kind: str = "gin",
-                 readout: str = "sum", edge_dim: int = 0,
+                 dropout: float = 0.5, activation: str = "relu",
+                 layer: type[Module] = GINConv, readout: str = "sum", edge_dim: int = 0,
                  rng: np.random.Generator | None = None, dtype: Any = np.float32,
                  **options: Any):
         super().__init__()
-        if kind not in GRAPH_CLASSIFIER_KINDS or readout not in READOUTS:
-            raise HyperparameterError(f"graph classifier: kind {kind!r} / readout {readout!r} "
-                                      f"not in {GRAPH_CLASSIFIER_KINDS} / {tuple(READOUTS)}")
+        if not (hasattr(layer, "for_graphs") and hasattr(layer, "on_batch")):
+            raise HyperparameterError(f"graph classifier: {getattr(layer, '__name__', layer)} "
+                                      "is no graph layer (it needs for_graphs and on_batch: "
+                                      "nn/graphnet.py)")
+        if readout not in READOUTS:
+            raise HyperparameterError(f"graph classifier: readout {readout!r} not in "
+                                      f"{tuple(READOUTS)}")
         if min(in_features, hidden, num_classes, layers) < 1:
             raise HyperparameterError("graph classifier sizes and layer count must be positive")
-        layer = graph_layer(kind)
         if getattr(layer, "reads_edge_features", False) and edge_dim < 1:
-            raise HyperparameterError(f"graph classifier: kind {kind!r} reads edge features, "
-                                      f"and these graphs have none (edge_dim {edge_dim})")
+            raise HyperparameterError(f"graph classifier: {layer.__name__} reads edge "
+                                      f"features, and these graphs have none "
+                                      f"(edge_dim {edge_dim})")
         rng = rng if rng is not None else np.random.default_rng()
-        self.kind, self.readout = kind, readout
+        self.kind, self.readout = layer.__name__, readout
         self.activation = get_activation(activation)
         self.fuse_relu = activation == "relu"  # GIN's BatchNorm1d then applies it, fused
         widths = [in_features] + [hidden] * layers
@@ -172,4 +179,4 @@ class GraphClassifier(Module):
         return out
 
     def extra_repr(self) -> str:
-        return f"kind={self.kind}, readout={self.readout}, levels={len(self.heads)}"
+        return f"layer={self.kind}, readout={self.readout}, levels={len(self.heads)}"

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from mgsparse.catalog import MODELS
 from mgsparse.config import Config
 from mgsparse.data.graphset import GraphSet
 from mgsparse.engine import Tensor, no_grad
@@ -41,6 +42,7 @@ from mgsparse.errors import ConfigError
 from mgsparse.nn import functional as F
 from mgsparse.nn.graphnet import GraphBatch, GraphClassifier
 from mgsparse.nn.module import Module
+from mgsparse.run.build import graph_layer
 from mgsparse.run.placed import PlacedGraph
 from mgsparse.run.task import Batch, Metric, Scores, Task, TaskMetrics
 
@@ -152,13 +154,15 @@ class GraphClassificationTask(Task):
             self.train_idx, self.val_idx = held_out(self.y, rest, share, rng)
 
     def build_model(self, rng: np.random.Generator) -> Module:
+        """The graph classifier stacking `model.kind`'s layer, handed the model section's
+        keys that kind reads (the catalog's options) and the graphs' edge feature width."""
         m = self.config.model
+        options = {key: getattr(m, key) for key in MODELS[m.kind].options}
         return GraphClassifier(self.graphs.num_features, m.hidden, self.num_classes,
                                layers=m.layers, dropout=m.dropout, activation=m.activation,
-                               kind=m.kind, readout=m.readout,
-                               edge_dim=self.graphs.num_edge_features, train_eps=m.train_eps,
-                               heads=m.heads, normalize=m.normalize,
-                               attn_dropout=m.attn_dropout, rng=rng, dtype=self.dtype)
+                               layer=graph_layer(m.kind), readout=m.readout,
+                               edge_dim=self.graphs.num_edge_features, rng=rng,
+                               dtype=self.dtype, **options)
 
     def batches(self, model: Module, shuffle: np.random.Generator) -> Iterator[Batch]:
         """`train.batch_size` graphs per step (all training graphs when null), reshuffled
