@@ -8,7 +8,9 @@ from: ``planetoid`` (downloaded and verified against embedded checksums), ``ogb`
 ``builtin`` (shipped in the package), ``generated`` (made from a seed), ``files`` (the user's
 own, named in the config). A model kind names the graph operand its layers
 read: the normalised adjacency Â (GCN), the scaled Laplacian L̃ (ChebNet), the raw edge list
-(GAT, GraphSAGE) or nothing (MLP).
+(GAT, GraphSAGE) or nothing (MLP); a kind that classifies sets of graphs names the layer the
+graph classifier stacks (``graph_layer``), and that layer says itself what it reads from a
+batch of graphs (`mgsparse.nn.graphnet`).
 
 This module imports nothing from mgsparse, so config and data (the leaves) may read it.
 """
@@ -35,9 +37,11 @@ class ModelFacts:
     kind: str
     operand: str | None  # "norm_adj" | "cheb_lap" | "edge_index" | None: what forward reads
     description: str
-    builder: str  # the class in mgsparse.nn that builds it
+    builder: str  # the class in mgsparse.nn that builds it for a graph's nodes ("": none)
     options: tuple[str, ...] = ()  # model-section keys passed on to that class
     block_form: bool = True  # its layers run on blocks (nn/block.py): receptive fields, sampling
+    # "module:Class" of the layer nn.graphnet.GraphClassifier stacks for sets of graphs ("": none)
+    graph_layer: str = ""
 
 
 DATASETS: dict[str, DatasetFacts] = {d.name: d for d in (
@@ -92,13 +96,14 @@ DATASETS: dict[str, DatasetFacts] = {d.name: d for d in (
 STACK_OPTIONS = ("residual", "jk", "norm")  # the options of nn.stack.StackedModel.stack_options
 MODELS: dict[str, ModelFacts] = {m.kind: m for m in (
     ModelFacts("gcn", "norm_adj", "graph convolution, Kipf & Welling 2017", "GCN",
-               ("learn_edge_weight", *STACK_OPTIONS)),
+               ("learn_edge_weight", *STACK_OPTIONS), graph_layer="mgsparse.nn.gcn:GCNConv"),
     ModelFacts("gat", "edge_index", "graph attention, Veličković et al. 2018", "GAT",
-               ("heads", "output_heads", "attn_dropout", *STACK_OPTIONS)),
+               ("heads", "output_heads", "attn_dropout", *STACK_OPTIONS),
+               graph_layer="mgsparse.nn.gat:GATConv"),
     ModelFacts("sage", "edge_index", "GraphSAGE with mean aggregation, Hamilton et al. 2017",
-               "GraphSAGE", ("normalize", *STACK_OPTIONS)),
+               "GraphSAGE", ("normalize", *STACK_OPTIONS), graph_layer="mgsparse.nn.sage:SAGEConv"),
     ModelFacts("gin", "edge_index", "graph isomorphism network, Xu et al. 2019", "GIN",
-               ("train_eps", *STACK_OPTIONS)),
+               ("train_eps", *STACK_OPTIONS), graph_layer="mgsparse.nn.gin:GINConv"),
     ModelFacts("mlp", None, "multi-layer perceptron: no graph", "MLP", STACK_OPTIONS),
     ModelFacts("appnp", "norm_adj", "MLP then personalised-PageRank propagation, Klicpera et "
                "al. 2019", "APPNP", ("k", "alpha"), block_form=False),
@@ -108,6 +113,9 @@ MODELS: dict[str, ModelFacts] = {m.kind: m for m in (
                "et al. 2020", "GCNII", ("alpha", "theta"), block_form=False),
     ModelFacts("cheb", "cheb_lap", "Chebyshev spectral convolution (K terms of the scaled "
                "Laplacian), Defferrard et al. 2016", "ChebNet", ("k",), block_form=False),
+    ModelFacts("gine", "edge_index", "GIN with edge features (ReLU(h_j + W·e_ij) summed), Hu "
+               "et al. 2020", "", ("train_eps",), block_form=False,
+               graph_layer="mgsparse.nn.gine:GINEConv"),
 )}
 
 DATASET_NAMES: tuple[str, ...] = tuple(DATASETS)
@@ -118,7 +126,9 @@ PLANETOID_DATASETS: tuple[str, ...] = tuple(n for n, d in DATASETS.items()
                                             if d.source == "planetoid")
 MODEL_KINDS: tuple[str, ...] = tuple(MODELS)
 # the kinds whose layers `mgsparse.nn.graphnet.GraphClassifier` stacks for sets of graphs
-GRAPH_CLASSIFIER_KINDS: tuple[str, ...] = ("gin", "gcn", "sage", "gat")
+GRAPH_CLASSIFIER_KINDS: tuple[str, ...] = tuple(k for k, m in MODELS.items() if m.graph_layer)
+# the kinds with a node model (`builder`); the others classify sets of graphs only
+NODE_MODEL_KINDS: tuple[str, ...] = tuple(k for k, m in MODELS.items() if m.builder)
 
 
 def paper_accuracy(model_kind: str, dataset: str) -> float | None:

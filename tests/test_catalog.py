@@ -16,12 +16,15 @@ from mgsparse import catalog
 from mgsparse.catalog import (
     DATASET_NAMES,
     DATASETS,
+    GRAPH_CLASSIFIER_KINDS,
     GRAPH_DATASETS,
     GRAPHSET_DATASETS,
     MODEL_KINDS,
     MODELS,
+    NODE_MODEL_KINDS,
     PLANETOID_DATASETS,
     POINT_DATASETS,
+    STACK_OPTIONS,
     is_graphset,
     is_points,
     paper_accuracy,
@@ -58,7 +61,7 @@ def test_every_dataset_has_a_known_kind_source_and_maker(name):
     assert all(0.5 < acc < 1 for acc in facts.paper_accuracy.values())
 
 
-@pytest.mark.parametrize("kind", MODEL_KINDS)
+@pytest.mark.parametrize("kind", NODE_MODEL_KINDS)
 def test_every_model_kind_names_its_class_operand_and_options(kind):
     facts = MODELS[kind]
     cls = getattr(mgsparse.nn, facts.builder)
@@ -74,10 +77,28 @@ def test_the_operand_each_model_reads():
     assert {k: m.operand for k, m in MODELS.items()} == {
         "gcn": "norm_adj", "gat": "edge_index", "sage": "edge_index", "gin": "edge_index",
         "mlp": None, "appnp": "norm_adj", "sgc": "norm_adj", "gcnii": "norm_adj",
-        "cheb": "cheb_lap"}
+        "cheb": "cheb_lap", "gine": "edge_index"}
 
 
-@pytest.mark.parametrize("kind", [k for k, m in MODELS.items() if m.operand is not None])
+def test_the_kinds_for_sets_of_graphs_name_their_layer_and_its_options():
+    """Each graph classifier kind names a "module:Class" whose `for_graphs` takes the kind's
+    own options (the stack's aside: a graph classifier has its own shape); a kind without a
+    node model (GINE) classifies sets of graphs."""
+    from mgsparse.run.build import graph_layer
+
+    assert GRAPH_CLASSIFIER_KINDS == ("gcn", "gat", "sage", "gin", "gine")
+    assert set(MODEL_KINDS) - set(NODE_MODEL_KINDS) == {"gine"}
+    for kind in GRAPH_CLASSIFIER_KINDS:
+        module, name = MODELS[kind].graph_layer.split(":")
+        layer = graph_layer(kind)
+        assert (layer.__module__, layer.__name__) == (module, name)
+        accepted = inspect.signature(layer.for_graphs).parameters
+        for option in set(MODELS[kind].options) - set(STACK_OPTIONS) - {"learn_edge_weight",
+                                                                          "output_heads"}:
+            assert option in accepted, (kind, option)
+
+
+@pytest.mark.parametrize("kind", [k for k in NODE_MODEL_KINDS if MODELS[k].operand is not None])
 def test_the_block_form_fact_is_what_the_layers_say(kind):
     """The catalog's block_form (read by the config check) agrees with the model's layers."""
     from mgsparse.nn.block import block_support

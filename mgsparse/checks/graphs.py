@@ -17,6 +17,7 @@ and on a rectangular sampled block (fanout 2, the first half of the nodes as tar
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -26,6 +27,7 @@ from mgsparse.checks.nn import Layer, _parameters, random_graph
 from mgsparse.data.sampler import NeighborSampler
 from mgsparse.engine import Tensor, Value
 from mgsparse.nn.gin import GINConv, gin_block_adjacency, sum_adjacency
+from mgsparse.nn.gine import GINEConv, block_scale, edge_operands
 from mgsparse.nn.norm import BatchNorm1d, LayerNorm
 from mgsparse.sparse import Segments, segment_max, segment_mean, segment_sum
 from mgsparse.sparse import reference as ref
@@ -174,6 +176,55 @@ def _gin_case(name: str, build: Callable) -> Case:
                 lambda *a: a[-1].dense(*a[:-1]), _scalar_gin)
 
 
+EDGE_DIM = 3  # width of a GINE case's edge features
+
+
+def _scalar_gine(x, eps, w1, b1, gamma, beta, w2, b2, we, be, e, bound: Layer) -> np.ndarray:
+    """MLP((1 + ε)·x[:T] + S·ReLU(G·x + e·W + b)) entry by entry, G and S the dense gather
+    and scatter the case stored."""
+    gather, scatter = bound.dense_ops
+    messages = each(Value.relu)(np.dot(gather, x) + np.dot(e, we) + be)
+    h = np.dot(scatter, messages) + x[:scatter.shape[0]] * (eps[0] + 1.0)
+    z = _scalar_batch_norm(np.dot(h, w1) + b1, gamma, beta, bound.module.mlp[1])
+    return np.dot(each(Value.relu)(z), w2) + b2
+
+
+def _gine(rng: np.random.Generator, size: Size, block: bool) -> tuple:
+    """GINE on the Size's graph, or on a fanout-2 block of its first half (as `_gin_block`);
+    the edge features are an input, so their gradient is checked too. Dense equivalent: the
+    same layer on the densified gather and scatter."""
+    n, e = size.graph
+    edges = random_graph(rng, n, e)
+    f_in, f_out = size.features
+    if block:
+        blk = NeighborSampler(edges, n, [2], edge_ids=True).block(np.arange(max(n // 2, 1)),
+                                                                  2, rng)
+        rows, nnz = len(blk.n_id), blk.nnz
+    else:
+        rows, nnz = n, edges.shape[1]
+    module = GINEConv(f_in, f_out, EDGE_DIM, hidden=f_out + 1, train_eps=True, rng=rng,
+                      dtype=np.float64).train(n >= 2)
+    attr = normal(rng, (nnz, EDGE_DIM))
+    if block:
+        def call(m, x, a):
+            return m.on_block(dataclasses.replace(blk, edge_attr=a))(x)
+        ops = edge_operands(blk.col, blk.row, blk.shape, attr.data, np.float64,
+                            block_scale(blk))
+    else:
+        def call(m, x, a):
+            return m(x, edges, a)
+        ops = edge_operands(edges[0], edges[1], (n, n), attr.data, np.float64)
+    dense = tuple(Tensor(op.to_dense()) for op in ops[:2])
+    bound = Layer(module, call, lambda m, x, a: m.aggregate(x, (*dense, a)), nnz)
+    bound.dense_ops = tuple(d.data for d in dense)
+    return (normal(rng, (rows, f_in)), *_parameters(rng, module), attr, bound)
+
+
+def _gine_case(name: str, block: bool) -> Case:
+    return Case(f"nn.{name}", lambda rng, size: _gine(rng, size, block),
+                lambda *a: a[-1](*a[:-1]), lambda *a: a[-1].dense(*a[:-1]), _scalar_gine)
+
+
 NN_CASES: list[Case] = [
     _norm_case("batch_norm", lambda f: BatchNorm1d(f, dtype=np.float64), _scalar_batch_norm),
     _norm_case("batch_norm_eval", lambda f: BatchNorm1d(f, dtype=np.float64),
@@ -184,4 +235,6 @@ NN_CASES: list[Case] = [
     _norm_case("layer_norm", lambda f: LayerNorm(f, dtype=np.float64), _scalar_layer_norm),
     _gin_case("gin_conv", _gin_whole),
     _gin_case("gin_conv_block", _gin_block),
+    _gine_case("gine_conv", block=False),
+    _gine_case("gine_conv_block", block=True),
 ]

@@ -78,6 +78,7 @@ def graphset_table(info: dict) -> Table:
             ("edges per graph (mean/min/max)",
              f"{edges['mean']:.1f} / {edges['min']} / {edges['max']}"),
             ("features", f"{info['features']}"),
+            ("edge features", f"{info['edge_features']}"),
             ("classes", f"{info['classes']}"),
             ("class balance", balance)):
         table.add_row(key, value)

@@ -18,7 +18,14 @@ import typing
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from mgsparse.catalog import DATASETS, GRAPH_CLASSIFIER_KINDS, MODELS, is_graphset, is_points
+from mgsparse.catalog import (
+    DATASETS,
+    GRAPH_CLASSIFIER_KINDS,
+    MODELS,
+    NODE_MODEL_KINDS,
+    is_graphset,
+    is_points,
+)
 from mgsparse.config.sections import FILE_KEYS, Config, DatasetConfig, ModelConfig, OptimConfig
 from mgsparse.config.yaml import Where
 from mgsparse.errors import ConfigError
@@ -180,6 +187,10 @@ def _check_data(config: Config, where: Where) -> None:
         raise ConfigError(f"{where(('model', 'kind'))}: model.kind {model.kind!r} needs a "
                           f"graph, and dataset {data.name!r} has none; use kind: "
                           f"{' or '.join(graphless)}")
+    if not is_graphset(data.name) and model.kind not in NODE_MODEL_KINDS:
+        raise ConfigError(f"{where(('model', 'kind'))}: model.kind {model.kind!r} classifies "
+                          f"sets of graphs only, and dataset {data.name!r} is not one; use "
+                          f"one of {', '.join(NODE_MODEL_KINDS)}")
     files = DATASETS[data.name].source == "files"
     if files and data.edges is None:
         raise ConfigError(f"{where(('dataset', 'name'))}: dataset.name {data.name!r} reads "

@@ -4,7 +4,7 @@ only if it is the one we wrote.
 The root: ``root`` (config key ``dataset.root``), else ``MGSPARSE_DATA``, else ``./datasets``;
 each downloading source keeps one folder of its own under it (`resolve_root`, `folder_status`).
 
-Dense or CSR features, optional edge weights. The file carries a ``key`` (what it was built
+Dense or CSR features, optional edge weights, features and types. The file carries a ``key`` (what it was built
 from: raw checksums, processing version, options) and a ``digest`` (SHA-256 over every
 array): a cache built from other raw files, or edited after it was written, reads as None
 and is rebuilt. Writes go through `atomic_write`, so a crash never leaves a half-written
@@ -28,6 +28,7 @@ from mgsparse.data.graphset import GraphSet
 from mgsparse.errors import DataError
 
 _MASKS = ("train_mask", "val_mask", "test_mask")
+_EDGE_DATA = ("edge_weight", "edge_attr", "edge_type")  # optional, one row per edge
 ROOT_ENV = "MGSPARSE_DATA"
 DEFAULT_ROOT = "datasets"
 
@@ -68,8 +69,8 @@ def graph_arrays(graph: Graph) -> dict[str, np.ndarray]:
                       x_shape=np.array(graph.x.shape))
     else:
         arrays["x"] = graph.x
-    if graph.edge_weight is not None:
-        arrays["edge_weight"] = graph.edge_weight
+    arrays.update({name: getattr(graph, name) for name in _EDGE_DATA
+                   if getattr(graph, name) is not None})
     return arrays
 
 
@@ -131,7 +132,7 @@ def _graph_from(arrays: dict, path: Path, name: str) -> Graph:
     edge_index = check_edge_index(arrays["edge_index"], x.shape[0], path)
     return Graph(x=x, y=arrays["y"], edge_index=edge_index, num_nodes=x.shape[0],
                  num_classes=int(arrays["num_classes"]), name=name,
-                 edge_weight=arrays.get("edge_weight"),
+                 **{name: arrays.get(name) for name in _EDGE_DATA},
                  **{mask: arrays[mask] for mask in _MASKS})
 
 
@@ -147,6 +148,7 @@ _GRAPHSET_ARRAYS = ("x", "edge_index", "node_ptr", "edge_ptr", "y")
 
 def _graphset_arrays(graphs: GraphSet) -> dict[str, np.ndarray]:
     return {**{a: getattr(graphs, a) for a in _GRAPHSET_ARRAYS},
+            **{a: getattr(graphs, a) for a in _EDGE_DATA[1:] if getattr(graphs, a) is not None},
             "num_classes": np.array(graphs.num_classes)}
 
 
@@ -157,4 +159,5 @@ def save_graphset(graphs: GraphSet, path: Path, key: str) -> None:
 def cached_graphset(path: Path, key: str, name: str, build: Callable[[], GraphSet]) -> GraphSet:
     """`cached_graph` for a `GraphSet` (its own checks run on what is read back)."""
     return cached(path, key, build, _graphset_arrays, lambda a: GraphSet(
-        **{k: a[k] for k in _GRAPHSET_ARRAYS}, num_classes=int(a["num_classes"]), name=name))
+        **{k: a[k] for k in _GRAPHSET_ARRAYS}, **{k: a.get(k) for k in _EDGE_DATA[1:]},
+        num_classes=int(a["num_classes"]), name=name))

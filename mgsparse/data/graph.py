@@ -11,6 +11,11 @@ A graph here is plain arrays, never engine Tensors: the model code decides how t
   self loops.
 - ``train_mask``, ``val_mask``, ``test_mask``: (N,) bool.
 - ``edge_weight``: optional (E,) float32 aligned with ``edge_index``.
+- ``edge_attr``: optional (E, F_e) float32 edge features (a bond's one-hot type), and
+  ``edge_type``: optional (E,) int64 edge type (a relation id), both aligned with
+  ``edge_index``: row k describes edge k, wherever edges are reordered, selected or batched
+  (`check_edge_data`). A self loop an operand adds has no row here; a layer that reads edge
+  features and adds loops fills theirs with zeros.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ class Graph:
     test_mask: np.ndarray
     name: str
     edge_weight: np.ndarray | None = None
+    edge_attr: np.ndarray | None = None
+    edge_type: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         # Cheap O(1) shape checks: a wrong shape here would surface much later as a
@@ -57,6 +64,7 @@ class Graph:
         if self.edge_weight is not None and self.edge_weight.shape != (self.num_edges,):
             raise DataError(f"{self.name}: edge_weight has shape {self.edge_weight.shape}, "
                             f"expected ({self.num_edges},)")
+        check_edge_data(self.name, self.num_edges, self.edge_attr, self.edge_type)
 
     @property
     def num_edges(self) -> int:
@@ -83,6 +91,26 @@ class Graph:
                 f"split={train}/{val}/{test})")
 
 
+def check_edge_data(name: str, num_edges: int, edge_attr: np.ndarray | None,
+                    edge_type: np.ndarray | None) -> None:
+    """Edge features (E, F_e) of a float type and edge types (E,) of an integer type, one row
+    per edge, or None: a DataError naming the array and the mismatch otherwise. Checked
+    where edges are built, because a row too few would only surface as a broadcasting error
+    deep inside a layer, or silently pair edge k with edge k+1's bond."""
+    if edge_attr is not None:
+        a = np.asarray(edge_attr)
+        if a.ndim != 2 or a.shape[0] != num_edges or a.dtype.kind != "f":
+            raise DataError(f"{name}: edge_attr is {a.dtype} of shape {a.shape}; expected "
+                            f"float of shape ({num_edges}, F_e), one row per edge")
+    if edge_type is not None:
+        t = np.asarray(edge_type)
+        if t.shape != (num_edges,) or t.dtype.kind not in "iu":
+            raise DataError(f"{name}: edge_type is {t.dtype} of shape {t.shape}; expected "
+                            f"integers of shape ({num_edges},), one per edge")
+        if t.size and int(t.min()) < 0:
+            raise DataError(f"{name}: edge_type holds {int(t.min())}; types are ids >= 0")
+
+
 def undirected_edges(row: np.ndarray, col: np.ndarray, num_nodes: int) -> np.ndarray:
     """Both directions of every pair, self loops dropped, duplicates merged, sorted by
     (source, target): the canonical form of an undirected ``edge_index``.
@@ -107,6 +135,28 @@ def sorted_unique(keys: np.ndarray) -> np.ndarray:
         if repeated.any():
             keys = keys[np.concatenate([[True], ~repeated])]
     return keys
+
+
+def undirected_edges_from(row: np.ndarray, col: np.ndarray, num_nodes: int
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """`undirected_edges`, and for each of its edges the input position it comes from, so
+    per-edge data (a bond's label) can follow: (edge_index (2, E'), origin (E',) int64).
+
+    Edge i → j takes the data of the first input pair (i, j) when one is listed, else of the
+    first pair (j, i): a file that lists both directions (TU's) keeps each direction's own
+    line; one that lists each pair once gives both directions its line. The keys of both
+    directions, input pairs first, are sorted stably, so the first of equal keys is the
+    listed direction."""
+    keep = np.flatnonzero(row != col)
+    row, col = row[keep], col[keep]
+    keys = np.concatenate([row * num_nodes + col, col * num_nodes + row])
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    first = np.concatenate([[True], keys[1:] != keys[:-1]]) if keys.size else keys.astype(bool)
+    keys, origin = keys[first], np.concatenate([keep, keep])[order[first]]
+    edge_index = np.empty((2, keys.size), dtype=np.int64)
+    np.divmod(keys, num_nodes, out=(edge_index[0], edge_index[1]))
+    return edge_index, origin.astype(np.int64)
 
 
 def dataset_info(graph: Graph) -> dict:

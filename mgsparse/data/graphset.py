@@ -9,11 +9,13 @@ flat arrays and two offset vectors, so a subset or a batch is a handful of numpy
   by (source, target), the canonical undirected form of `graph.undirected_edges`);
 - ``node_ptr``: (G+1,) int64 offsets: graph g owns nodes ``node_ptr[g]:node_ptr[g+1]``;
 - ``edge_ptr``: (G+1,) int64 offsets: graph g owns edges ``edge_ptr[g]:edge_ptr[g+1]``;
-- ``y``: (G,) int64 graph labels in ``[0, num_classes)``.
+- ``y``: (G,) int64 graph labels in ``[0, num_classes)``;
+- ``edge_attr``: optional (E, F_e) float32 edge features, ``edge_type``: optional (E,) int64
+  edge types, row k of each for edge k (a bond's one-hot order; its order as an id).
 
 Invariants, checked on construction: both pointers start at 0, never decrease and end at N
-and E; every edge joins two nodes of the graph that owns it. A graph may have no nodes (its
-readout is then 0).
+and E; every edge joins two nodes of the graph that owns it; the edge data has one row per
+edge. A graph may have no nodes (its readout is then 0).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mgsparse.data.graph import check_edge_data
 from mgsparse.errors import DataError
 
 
@@ -45,11 +48,14 @@ class GraphSet:
     y: np.ndarray
     num_classes: int
     name: str
+    edge_attr: np.ndarray | None = None
+    edge_type: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self._check_shapes()
         self._check_pointers()
         self._check_edges()
+        check_edge_data(self.name, self.num_edges, self.edge_attr, self.edge_type)
 
     def _check_shapes(self) -> None:
         if self.x.ndim != 2:
@@ -108,6 +114,11 @@ class GraphSet:
         return int(self.x.shape[1])
 
     @property
+    def num_edge_features(self) -> int:
+        """F_e, the width of edge_attr (0 without edge features)."""
+        return 0 if self.edge_attr is None else int(self.edge_attr.shape[1])
+
+    @property
     def nodes_per_graph(self) -> np.ndarray:
         return np.diff(self.node_ptr)
 
@@ -128,7 +139,8 @@ class GraphSet:
         """The graphs ``idx`` (int indices in any order, repeats allowed, or a (G,) bool
         mask) as a new GraphSet, in that order, node ids renumbered from 0. Vectorised:
         the kept nodes and edges are `ranges` over the pointers, and each kept edge moves
-        by its graph's shift ``new_node_ptr[g'] - node_ptr[g]``."""
+        by its graph's shift ``new_node_ptr[g'] - node_ptr[g]``; its features and type go
+        with it."""
         idx = np.asarray(idx)
         idx = np.flatnonzero(idx) if idx.dtype == np.bool_ else idx.astype(np.int64).ravel()
         if idx.size and (idx.min() < -self.num_graphs or idx.max() >= self.num_graphs):
@@ -141,9 +153,11 @@ class GraphSet:
         nodes = ranges(self.node_ptr[idx], n_counts)
         edges = ranges(self.edge_ptr[idx], e_counts)
         shift = np.repeat(node_ptr[:-1] - self.node_ptr[idx], e_counts)
+        attr, kind = (None if a is None else a[edges] for a in (self.edge_attr, self.edge_type))
         return GraphSet(x=self.x[nodes], edge_index=self.edge_index[:, edges] + shift,
                         node_ptr=node_ptr, edge_ptr=edge_ptr, y=self.y[idx],
-                        num_classes=self.num_classes, name=self.name)
+                        num_classes=self.num_classes, name=self.name, edge_attr=attr,
+                        edge_type=kind)
 
     # --- description ------------------------------------------------------------------------
 
@@ -159,6 +173,7 @@ class GraphSet:
         return {
             "name": self.name, "graphs": self.num_graphs, "nodes": self.num_nodes,
             "edges": self.num_edges, "features": self.num_features,
+            "edge_features": self.num_edge_features,
             "classes": self.num_classes,
             "nodes_per_graph": spread(self.nodes_per_graph),
             "edges_per_graph": spread(self.edges_per_graph),
@@ -167,7 +182,8 @@ class GraphSet:
         }
 
     def __repr__(self) -> str:
+        edges = f"num_edge_features={self.num_edge_features}, " if self.edge_attr is not None else ""
         return (f"GraphSet(name={self.name!r}, num_graphs={self.num_graphs}, "
                 f"num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
-                f"num_features={self.num_features}, num_classes={self.num_classes}, "
+                f"num_features={self.num_features}, {edges}num_classes={self.num_classes}, "
                 f"x=dense {self.x.dtype})")

@@ -96,17 +96,20 @@ def inverse(perm: np.ndarray) -> np.ndarray:
 def permute_graph(graph: Graph, perm: np.ndarray) -> Graph:
     """`graph` with node i of the result being node perm[i] of `graph`: features, labels and
     the three split masks gathered by `perm`, edges relabelled by its inverse and put back in
-    canonical (source, target) order, each edge weight kept with its edge."""
+    canonical (source, target) order, each edge weight, feature row and type kept with its
+    edge."""
     n = graph.num_nodes
     inv = inverse(perm)
     src, dst = inv[graph.edge_index[0]], inv[graph.edge_index[1]]
     by_pair = np.argsort(src * n + dst, kind="stable")  # exact while N² < 2⁶³
-    weight = None if graph.edge_weight is None else graph.edge_weight[by_pair]
+    weight, attr, kind = (None if a is None else a[by_pair]
+                          for a in (graph.edge_weight, graph.edge_attr, graph.edge_type))
     return dataclasses.replace(
         graph, x=graph.x[perm], y=graph.y[perm],
         edge_index=np.stack([src[by_pair], dst[by_pair]]),
         train_mask=graph.train_mask[perm], val_mask=graph.val_mask[perm],
-        test_mask=graph.test_mask[perm], edge_weight=weight)
+        test_mask=graph.test_mask[perm], edge_weight=weight,
+        edge_attr=attr, edge_type=kind)
 
 
 def reordered(graph: Graph, method: str) -> tuple[Graph, np.ndarray | None]:

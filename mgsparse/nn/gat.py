@@ -110,6 +110,25 @@ class GATConv(Module):
         self.bias = Parameter(np.zeros(width), dtype=dtype) if bias else None
         self._pattern = GraphCache(cached)
 
+    @classmethod
+    def for_graphs(cls, in_features: int, out_features: int, *, rng: np.random.Generator,
+                   dtype: Any, heads: int = 1, attn_dropout: float = 0.0, **_: Any) -> GATConv:
+        """The layer in a graph classifier (nn/graphnet.py): `heads` concatenated heads of
+        out_features / heads each, no cache (a new batch every step)."""
+        if out_features % heads:
+            raise HyperparameterError(f"graph GAT: model.hidden ({out_features}) must be a "
+                                      f"multiple of model.heads ({heads}): the heads are "
+                                      "concatenated")
+        return cls(in_features, out_features // heads, heads=heads, dropout=attn_dropout,
+                   cached=False, rng=rng, dtype=dtype)
+
+    def on_batch(self, batch: Any) -> Any:
+        """The layer on a `GraphBatch`: its attention pattern, built once per batch and head
+        count."""
+        A = batch.operand(("attention_pattern", self.heads), lambda: attention_pattern(
+            batch.edge_index, batch.num_nodes, self.heads, True, batch.dtype))
+        return lambda h: self.attend(h, A)
+
     def pattern(self, edge_index: Any, num_nodes: int) -> SparseTensor:
         """The (N·H, N·H) attention pattern of this graph, built once when `cached`."""
         edges = check_edge_index(edge_index, num_nodes, "GATConv")

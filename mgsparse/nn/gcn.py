@@ -129,6 +129,18 @@ class GCNConv(Module):
         self._norm_adj = GraphCache(cached)
         self._fixed = FixedProduct()  # Â·X of fixed features (`FixedProduct`)
 
+    @classmethod
+    def for_graphs(cls, in_features: int, out_features: int, *, rng: np.random.Generator,
+                   dtype: Any, **_: Any) -> GCNConv:
+        """The layer in a graph classifier (nn/graphnet.py): a new batch every step, no cache."""
+        return cls(in_features, out_features, cached=False, rng=rng, dtype=dtype)
+
+    def on_batch(self, batch: Any) -> Any:
+        """The layer on a `GraphBatch`: its Â, built once per batch."""
+        adj = batch.operand("norm_adj", lambda: normalized_adjacency(
+            batch.edge_index, batch.num_nodes, dtype=batch.dtype))
+        return lambda h: self(h, adj)
+
     def norm_adj(self, adj: Adjacency, num_nodes: int, edge_weight: Any = None):
         if isinstance(adj, (SparseTensor, Tensor)) or _is_operator(adj):
             return adj  # already normalised

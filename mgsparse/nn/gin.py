@@ -104,6 +104,21 @@ class GINConv(Module):
                                                        out_features, rng, dtype)
         self._sum_adj = GraphCache(cached)
 
+    # --- in a graph classifier (nn/graphnet.py): a BatchNorm1d after each, fused into the MLP
+    norm_after = True
+
+    @classmethod
+    def for_graphs(cls, in_features: int, out_features: int, *, rng: np.random.Generator,
+                   dtype: Any, train_eps: bool = False, **_: Any) -> GINConv:
+        return cls(in_features, out_features, hidden=out_features, train_eps=train_eps,
+                   rng=rng, dtype=dtype)
+
+    def on_batch(self, batch: Any) -> Any:
+        """The layer on a `GraphBatch`: its sum adjacency, built once per batch."""
+        adj = batch.operand("sum_adjacency", lambda: sum_adjacency(
+            batch.edge_index, batch.num_nodes, batch.dtype))
+        return lambda h, norm=None, relu=False: self.aggregate(h, adj, norm, relu)
+
     def sum_adj(self, edge_index: Any, num_nodes: int) -> SparseTensor:
         """A of this graph (in-edges summed), built once when `cached`."""
         edges = check_edge_index(edge_index, num_nodes, "GINConv")

@@ -78,6 +78,19 @@ class SAGEConv(Module):
         self._mean_adj = GraphCache(cached)
         self._fixed = FixedProduct()  # D⁻¹A·X of fixed features (`nn.edges.FixedProduct`)
 
+    @classmethod
+    def for_graphs(cls, in_features: int, out_features: int, *, rng: np.random.Generator,
+                   dtype: Any, normalize: bool = False, **_: Any) -> SAGEConv:
+        """The layer in a graph classifier (nn/graphnet.py): a new batch every step, no cache."""
+        return cls(in_features, out_features, normalize=normalize, cached=False, rng=rng,
+                   dtype=dtype)
+
+    def on_batch(self, batch: Any) -> Any:
+        """The layer on a `GraphBatch`: its D⁻¹A, built once per batch."""
+        mean = batch.operand("mean_adj", lambda: mean_adjacency(
+            batch.edge_index, batch.num_nodes, batch.dtype))
+        return lambda h: self.aggregate(h, mean)
+
     def mean_adj(self, edge_index: Any, num_nodes: int) -> SparseTensor:
         """D⁻¹A of this graph, built once when `cached` (and then frozen: it never changes)."""
         edges = check_edge_index(edge_index, num_nodes, "SAGEConv")

@@ -1,22 +1,36 @@
 """A run's model and optimizer, built from the config's sections as plain arguments.
 
 Which class builds a model kind, and which of the model section's keys it takes, are the
-catalog's facts: adding a model is a catalog row and its class in `mgsparse.nn`.
+catalog's facts: adding a model is a catalog row and its class in `mgsparse.nn`; a layer for
+sets of graphs is a catalog row naming its module and class (`graph_layer`).
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import numpy as np
 
 import mgsparse.nn
-from mgsparse.catalog import MODELS
+from mgsparse.catalog import GRAPH_CLASSIFIER_KINDS, MODELS
 from mgsparse.config import ModelConfig, OptimConfig
 from mgsparse.errors import ConfigError, MemoryBudgetError
 from mgsparse.nn.module import Module
 from mgsparse.optim import SGD, Adam, AdamW, Optimizer, make_schedule
 from mgsparse.optim.schedules import Schedule
+
+
+def graph_layer(kind: str) -> type[Module]:
+    """The layer class a graph classifier stacks for model kind `kind`: the catalog's
+    ``graph_layer`` ("module:Class"), imported on first use, so no table of kinds is kept
+    anywhere else."""
+    facts = MODELS.get(kind)
+    if facts is None or not facts.graph_layer:
+        raise ConfigError(f"model.kind {kind!r} has no layer for sets of graphs; use one of "
+                          f"{', '.join(GRAPH_CLASSIFIER_KINDS)}")
+    module, name = facts.graph_layer.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def build_model(m: ModelConfig, num_features: int, num_outputs: int, rng: np.random.Generator,

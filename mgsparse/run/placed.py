@@ -133,6 +133,7 @@ class PlacedGraph:
         self._fields: dict[str, Field] = {}  # kept for every epoch and run
         self.version = 0  # bumped when an operand changes: a recorded step reads the old one
         self._field_sampler: NeighborSampler | None = None
+        self.edge_data: dict[str, np.ndarray] = {}  # edge_attr / edge_type, into every block
 
     @classmethod
     def from_graph(cls, graph: Graph, reads: str | None, threshold: float,
@@ -143,9 +144,12 @@ class PlacedGraph:
         features, why = place(x, threshold, dtype, budget)
         edge_index = np.asarray(graph.edge_index, dtype=np.int64)
         num_nodes, weight = features.shape[0], graph.edge_weight
-        return cls(features, {"features": why}, {"features": nnz_ratio(x)}, edge_index,
-                   UNBUILT, lambda: whole_graph_operand(edge_index, num_nodes, reads,
-                                                        threshold, dtype, budget, weight))
+        placed = cls(features, {"features": why}, {"features": nnz_ratio(x)}, edge_index,
+                     UNBUILT, lambda: whole_graph_operand(edge_index, num_nodes, reads,
+                                                          threshold, dtype, budget, weight))
+        placed.edge_data = {name: getattr(graph, name) for name in ("edge_attr", "edge_type")
+                            if getattr(graph, name) is not None}
+        return placed
 
     @classmethod
     def held(cls, features: Any, operand: Any, placement: dict[str, str],
@@ -220,11 +224,12 @@ class PlacedGraph:
 
     def field(self, name: str, rows: np.ndarray, layers: int) -> Field:
         """The `layers`-deep receptive field of `rows` (run/field.py), built once for every
-        epoch and run, under `name` ("training", "scored"); the placement describes it."""
+        epoch and run, under `name` ("training", "scored"); the placement describes it. Its
+        blocks carry the graph's edge features and types, sliced by their edge ids."""
         if name not in self._fields:
             if self._field_sampler is None:  # its in-CSR is O(E): kept only while needed
                 self._field_sampler = NeighborSampler(self.edge_index, self.num_nodes,
-                                                      [-1] * layers)
+                                                      [-1] * layers, **self.edge_data)
             blocks = self._field_sampler.sample(rows, None).blocks
             self._fields[name] = Field(blocks, self.features)
             self.placement[f"{name} rows"] = describe(self._fields[name], self.num_nodes)

@@ -28,7 +28,7 @@ import pytest
 
 import mgsparse.nn
 from mgsparse import SparseTensor, Tensor, gradcheck
-from mgsparse.catalog import MODELS
+from mgsparse.catalog import GRAPH_CLASSIFIER_KINDS, MODELS, NODE_MODEL_KINDS
 from mgsparse.checks.nn import Layer
 from mgsparse.checks.runner import CASES as GRADCHECK_CASES
 from mgsparse.config import config_from_dict
@@ -46,6 +46,7 @@ from mgsparse.nn import (
 from mgsparse.nn.block import block_support, gather_rows, on_block
 from mgsparse.nn.stack import EdgeListModel
 from mgsparse.run import fit, make_task
+from mgsparse.run.build import graph_layer
 from mgsparse.run.field import Field
 from tests.data.test_sampler import random_digraph
 
@@ -221,15 +222,19 @@ def library_graph_layers() -> set[type]:
 
 
 def test_every_graph_layer_of_the_library_is_registered_and_gradchecked():
-    """A *Conv is in GRAPH_LAYERS (the contract above) or, without a block form, in
-    WHOLE_GRAPH_LAYERS (block_support names it); every one has a gradcheck case."""
+    """A *Conv is in GRAPH_LAYERS (the contract above), or, without a block form, in
+    WHOLE_GRAPH_LAYERS (block_support names it), or a layer for sets of graphs only that the
+    catalog names (`graph_layer`: GINE, which reads edge features a node model has no config
+    for); every one has a gradcheck case."""
     found, whole = library_graph_layers(), set(WHOLE_GRAPH_LAYERS)
-    assert set(GRAPH_LAYERS) | whole <= found  # the walk sees the shipped layers
-    assert sorted(c.__name__ for c in found - set(GRAPH_LAYERS) - whole) == []
+    for_graphs = {graph_layer(k) for k in GRAPH_CLASSIFIER_KINDS} - set(GRAPH_LAYERS)
+    assert set(GRAPH_LAYERS) | whole | for_graphs <= found  # the walk sees the shipped layers
+    assert sorted(c.__name__ for c in found - set(GRAPH_LAYERS) - whole - for_graphs) == []
     assert [c.__name__ for c in whole if callable(getattr(c, "on_block", None))] == []
+    assert sorted(c.__name__ for c in for_graphs) == ["GINEConv"]
     checked = {type(case.inputs("small")[-1].module) for case in GRADCHECK_CASES.values()
                if isinstance(case.inputs("small")[-1], Layer)}
-    assert sorted(c.__name__ for c in (set(GRAPH_LAYERS) | whole) - checked) == []
+    assert sorted(c.__name__ for c in (set(GRAPH_LAYERS) | whole | for_graphs) - checked) == []
 
 
 # ---------------------------------------------------------------- a subclass trains by default
@@ -237,8 +242,8 @@ def test_every_graph_layer_of_the_library_is_registered_and_gradchecked():
 
 def model_kind_of(layer: type) -> str:
     """The catalog's model kind whose model is defined beside `layer` (its architecture)."""
-    (kind,) = [k for k, m in MODELS.items()
-               if getattr(mgsparse.nn, m.builder).__module__ == layer.__module__]
+    (kind,) = [k for k in NODE_MODEL_KINDS
+               if getattr(mgsparse.nn, MODELS[k].builder).__module__ == layer.__module__]
     return kind
 
 

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from mgsparse import nn
-from mgsparse.catalog import MODELS
+from mgsparse.catalog import MODELS, NODE_MODEL_KINDS
 from mgsparse.errors import ConfigError
 from mgsparse.optim import SGD, Adam, AdamW
 from mgsparse.run.build import build_model, build_optimizer, first_layer_parameters
 from tests.conftest import make_config
 
 
-@pytest.mark.parametrize("kind", sorted(MODELS))
+@pytest.mark.parametrize("kind", sorted(NODE_MODEL_KINDS))
 def test_every_model_kind_builds_its_catalog_class(kind):
     config = make_config(model={"kind": kind, "hidden": 8})
     model = build_model(config.model, 5, 3, np.random.default_rng(0))

@@ -199,3 +199,25 @@ def test_a_fields_frozen_input_rows_meet_each_first_block_once(kind, monkeypatch
             train_epoch(model, optimizer, task.batches(model, shuffle_generator(0)), None)
             task.evaluate(model)
         assert calls.count(16) == kept, (setting, calls)
+
+
+def test_a_fields_blocks_carry_the_graphs_edge_rows():
+    """A graph with edge features: the training field's blocks (and so any layer that reads
+    them) hold, for each block entry, the row of the edge it is, as the edge ids say."""
+    import dataclasses
+
+    from mgsparse.run.placed import PlacedGraph
+
+    graph = load_graph(config().dataset)
+    e = graph.num_edges
+    attr = np.stack([np.arange(e), -np.arange(e)], axis=1).astype(np.float32)
+    graph = dataclasses.replace(graph, edge_attr=attr, edge_type=np.arange(e) % 4)
+    placed = PlacedGraph.from_graph(graph, "norm_adj", 0.1)
+    field = placed.field("training", np.flatnonzero(graph.train_mask), 2)
+    for block in field.blocks:
+        assert block.nnz > 0 and block.edge_attr.shape == (block.nnz, 2)
+        np.testing.assert_array_equal(block.edge_attr, attr[block.edge_id])
+        np.testing.assert_array_equal(block.edge_type, block.edge_id % 4)
+        src, dst = graph.edge_index[:, block.edge_id]  # the edges are the block's entries
+        np.testing.assert_array_equal(block.n_id[block.col], src)
+        np.testing.assert_array_equal(block.n_id[block.row], dst)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mgsparse.catalog import MODEL_KINDS
+from mgsparse.catalog import NODE_MODEL_KINDS
 from mgsparse.config import config_from_dict
 from mgsparse.run import make_task
 from mgsparse.run.loop import fit
@@ -43,7 +43,7 @@ def same_run(a, b) -> bool:
             and all(np.array_equal(a.state[k], b.state[k]) for k in a.state))
 
 
-@pytest.mark.parametrize("kind", MODEL_KINDS)
+@pytest.mark.parametrize("kind", NODE_MODEL_KINDS)
 @pytest.mark.parametrize("field", ["auto", False])
 def test_replayed_runs_are_bitwise_the_eager_runs(kind, field):
     task, replayed = trained(kind, True, field=field)

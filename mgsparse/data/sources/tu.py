@@ -28,12 +28,17 @@ line per node, edge or graph, ids counted from 1::
     NAME_graph_labels.txt      G lines: the label of graph g
     NAME_node_labels.txt       N lines, optional: node labels (one or more columns)
     NAME_node_attributes.txt   N lines, optional: node attributes (floats)
+    NAME_edge_labels.txt       E lines, optional: the label of the edge on line k of A
+    NAME_edge_attributes.txt   E lines, optional: edge attributes (floats)
 
 What the parse makes of them: ids from 0; edges in the canonical undirected form of
 `graph.undirected_edges` (the files list both directions already, so the count is kept);
 node labels one-hot (per column, ``label - min`` wide ``max - min + 1``, as PyTorch Geometric
 does), attributes appended; a dataset with neither gets one constant feature; graph labels
-mapped to 0..C-1 in sorted order. Edge labels and README.txt are not read.
+mapped to 0..C-1 in sorted order. Edge labels become ``edge_attr`` the same way (one-hot per
+column, edge attributes appended; MUTAG: 7,442 × 4, its four bond types) and the first label
+column, from 0, ``edge_type``; each directed edge keeps its own line's row. README.txt is not
+read.
 
 Trust. The collection publishes no checksums, so we trust on first use, as for OGB: the first
 archive is parsed whole and checked against the table above (layout, counts, ids, every edge
@@ -67,7 +72,7 @@ from mgsparse.errors import ConfigError, DataError, InputFileError
 
 DEFAULT_URL = "https://www.chrsmrrs.com/graphkerneldatasets/"
 URL_ENV = "MGSPARSE_TU_URL"
-PROCESSED_VERSION = "1"  # bump when the processing changes, to invalidate cached .npz files
+PROCESSED_VERSION = "2"  # bump when the processing changes, to invalidate cached .npz files
 FETCH_OPTIONS = {"timeout": (10.0, 60.0), "retries": 3, "backoff": 1.0}  # see download.fetch
 MIRROR_HINT = (f"to use a mirror, set {URL_ENV} (or the config key dataset.url) to a URL or a "
                "folder holding <NAME>.zip")

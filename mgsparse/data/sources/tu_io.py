@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mgsparse.data.graph import undirected_edges
+from mgsparse.data.graph import undirected_edges_from
 from mgsparse.data.graphset import GraphSet
 from mgsparse.errors import DataError
 
@@ -24,7 +24,8 @@ MAX_MEMBERS = 64  # the real archives hold 6-8
 # files (A: ~10 bytes per node, attributes: ~20 per value), tight enough that a zip bomb or a
 # wrong file is stopped before it is inflated in memory.
 BYTES_PER_ROW = {"A": 512, "graph_indicator": 16, "graph_labels": 16, "node_labels": 64,
-                 "node_attributes": 1024}
+                 "node_attributes": 1024, "edge_labels": 64, "edge_attributes": 1024}
+MAX_EDGE_LABEL_SPAN = 1024  # one-hot columns an edge label column may need (TU's: 3 or 4)
 SLACK_BYTES = 1 << 16
 _READ_ERRORS = (zipfile.BadZipFile, OSError, EOFError, zlib.error, NotImplementedError)
 
@@ -207,6 +208,9 @@ def read_archive(path: Path, spec) -> GraphSet:
         node_labels, nl_member = table("node_labels", spec.num_nodes, np.int64, optional=True)
         attributes, at_member = table("node_attributes", spec.num_nodes, np.float32,
                                       optional=True)
+        edge_files = [table(part, max(len(pairs), 1), dtype, optional=True)
+                      for part, dtype in (("edge_labels", np.int64),
+                                          ("edge_attributes", np.float32))]
     name = path.name
     _count(indicator, spec.num_nodes, f"{name}:{ind_member}", "nodes", spec.title)
     _count(labels, spec.num_graphs, f"{name}:{lab_member}", "graphs", spec.title)
@@ -216,11 +220,47 @@ def read_archive(path: Path, spec) -> GraphSet:
     if spec.num_edge_lines is not None:  # after the line-by-line checks, which say more
         _count(pairs, spec.num_edge_lines, f"{name}:{a_member}", "edge lines", spec.title)
     x = features(node_labels, attributes, spec, f"{name}:{nl_member}", f"{name}:{at_member}")
-    edge_index = undirected_edges(pairs[:, 0] - 1, pairs[:, 1] - 1, spec.num_nodes)
+    edge_attr, edge_type = edge_data(edge_files, len(pairs), name, a_member)
+    edge_index, origin = undirected_edges_from(pairs[:, 0] - 1, pairs[:, 1] - 1, spec.num_nodes)
     edge_ptr = np.searchsorted(edge_index[0], node_ptr).astype(np.int64)
     y = graph_labels(labels[:, 0], spec.num_classes, f"{name}:{lab_member}", spec.title)
     return GraphSet(x=x, edge_index=edge_index, node_ptr=node_ptr, edge_ptr=edge_ptr, y=y,
-                    num_classes=spec.num_classes, name=spec.name)
+                    num_classes=spec.num_classes, name=spec.name,
+                    edge_attr=None if edge_attr is None else edge_attr[origin],
+                    edge_type=None if edge_type is None else edge_type[origin])
+
+
+def edge_data(files, num_lines: int, zip_name: str, a_member: str):
+    """(edge_attr (lines, F_e) float32 | None, edge_type (lines,) int64 | None), one row per
+    line of NAME_A.txt: edge labels one-hot (as node labels), the edge attributes appended;
+    the first label column, from 0, is also the edge's type (a bond's order)."""
+    (labels, labels_member), (attributes, attr_member) = files
+    parts, edge_type = [], None
+    for table, member in ((labels, labels_member), (attributes, attr_member)):
+        if table is None:
+            continue
+        where = f"{zip_name}:{member}"
+        if table.shape[0] != num_lines:
+            raise DataError(f"{where}: {table.shape[0]:,} lines, but {a_member} lists "
+                            f"{num_lines:,} edges (one line each)")
+        bad = np.flatnonzero(~np.isfinite(table).all(axis=1))
+        if bad.size:
+            raise DataError(f"{where} line {bad[0] + 1}: not a finite number")
+        if table is labels:
+            span = table.max(axis=0) - table.min(axis=0) if num_lines else np.zeros(1)
+            if int(span.max()) >= MAX_EDGE_LABEL_SPAN:
+                col = int(span.argmax())
+                k = int(np.argmax(np.abs(table[:, col] - np.median(table[:, col]))))
+                raise DataError(f"{where} line {k + 1}: label {table[k, col]} spreads the "
+                                f"labels over {int(span.max()) + 1:,} values; edge labels "
+                                f"are a few small ids (at most {MAX_EDGE_LABEL_SPAN})")
+            edge_type = (table[:, 0] - (table[:, 0].min() if num_lines else 0)).astype(np.int64)
+            parts.append(one_hot(table))
+        else:
+            parts.append(table.astype(np.float32))
+    if not parts:
+        return None, None
+    return np.ascontiguousarray(np.concatenate(parts, axis=1), dtype=np.float32), edge_type
 
 
 def features(node_labels, attributes, spec, labels_where: str, attr_where: str) -> np.ndarray:

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from mgsparse.catalog import MODELS
 from mgsparse.config import Config
 from mgsparse.data.graphset import GraphSet
 from mgsparse.engine import Tensor, no_grad
@@ -41,6 +42,7 @@ from mgsparse.errors import ConfigError
 from mgsparse.nn import functional as F
 from mgsparse.nn.graphnet import GraphBatch, GraphClassifier
 from mgsparse.nn.module import Module
+from mgsparse.run.build import graph_layer
 from mgsparse.run.placed import PlacedGraph
 from mgsparse.run.task import Batch, Metric, Scores, Task, TaskMetrics
 
@@ -62,6 +64,10 @@ GRAPH_METRICS = TaskMetrics(
     legend="train/val: accuracy · v.loss: validation loss")
 
 
+def _edge_features(graphs: GraphSet) -> str:
+    return f", {graphs.num_edge_features} features each" if graphs.num_edge_features else ""
+
+
 def graph_batch(graphs: GraphSet, idx: np.ndarray, dtype: Any = np.float32) -> GraphBatch:
     """The graphs `idx` as one `GraphBatch`: `GraphSet.subset` gathers their nodes and edges
     and renumbers the edges batch-locally (graph b's ids shifted by the nodes before it),
@@ -69,7 +75,7 @@ def graph_batch(graphs: GraphSet, idx: np.ndarray, dtype: Any = np.float32) -> G
     sub = graphs.subset(idx)
     batch = np.repeat(np.arange(sub.num_graphs, dtype=np.int64), sub.nodes_per_graph)
     return GraphBatch(sub.x.astype(dtype, copy=False), sub.edge_index, batch, sub.num_graphs,
-                      sub.y, dtype)
+                      sub.y, dtype, edge_attr=sub.edge_attr, edge_type=sub.edge_type)
 
 
 def class_ranks(y: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -117,7 +123,7 @@ class GraphClassificationTask(Task):
         self.placed = PlacedGraph.held(Tensor(graphs.x.astype(dtype, copy=False)), None, {
             "features": f"dense ({graphs.num_nodes:,} nodes x {graphs.num_features})",
             "adjacency": f"block-diagonal sparse per batch ({graphs.num_graphs:,} graphs, "
-                         f"{graphs.num_edges:,} edges in all)"},
+                         f"{graphs.num_edges:,} edges in all{_edge_features(graphs)})"},
             {"features": float(np.count_nonzero(graphs.x)) / max(graphs.x.size, 1),
              "adjacency": graphs.num_edges / max(graphs.num_nodes, 1) ** 2})
         self._eval: list[tuple[np.ndarray, GraphBatch]] | None = None
@@ -148,12 +154,15 @@ class GraphClassificationTask(Task):
             self.train_idx, self.val_idx = held_out(self.y, rest, share, rng)
 
     def build_model(self, rng: np.random.Generator) -> Module:
+        """The graph classifier stacking `model.kind`'s layer, handed the model section's
+        keys that kind reads (the catalog's options) and the graphs' edge feature width."""
         m = self.config.model
+        options = {key: getattr(m, key) for key in MODELS[m.kind].options}
         return GraphClassifier(self.graphs.num_features, m.hidden, self.num_classes,
                                layers=m.layers, dropout=m.dropout, activation=m.activation,
-                               kind=m.kind, readout=m.readout, train_eps=m.train_eps,
-                               heads=m.heads, normalize=m.normalize,
-                               attn_dropout=m.attn_dropout, rng=rng, dtype=self.dtype)
+                               layer=graph_layer(m.kind), readout=m.readout,
+                               edge_dim=self.graphs.num_edge_features, rng=rng,
+                               dtype=self.dtype, **options)
 
     def batches(self, model: Module, shuffle: np.random.Generator) -> Iterator[Batch]:
         """`train.batch_size` graphs per step (all training graphs when null), reshuffled

@@ -43,7 +43,8 @@ class SampledGraphTask(NodeTask):
                               "train.batch_size: null to train on the whole graph")
         self.placed.defer_operand(f"sampled blocks, fanouts {list(s.fanouts)}, {size} "
                                   "targets a batch", operand=None)
-        self.sampler = NeighborSampler(self.edge_index, self.num_nodes, s.fanouts)
+        self.sampler = NeighborSampler(self.edge_index, self.num_nodes, s.fanouts,
+                                       **self.placed.edge_data)
         self.loader = NeighborLoader(self.sampler, self.train_idx, size, shuffle=True,
                                      max_batch_nnz=s.max_batch_nnz)
         self._figures = np.zeros(3)  # batches, block entries, sampled nodes of the last epoch

@@ -245,7 +245,7 @@ def test_download_says_what_it_checked_and_info_shows_the_set(tiny, cli):
     assert rows == {"graphs": "3", "nodes": "9", "edges (directed)": "14",
                     "nodes per graph (mean/min/max)": "3.0 / 2 / 4",
                     "edges per graph (mean/min/max)": "4.7 / 2 / 6", "features": "3",
-                    "classes": "2", "class balance": "0: 1 (33.3%)  1: 2 (66.7%)"}
+                    "edge features": "0", "classes": "2", "class balance": "0: 1 (33.3%)  1: 2 (66.7%)"}
 
 
 # --- the catalog and the real archives -----------------------------------------------------------
