@@ -60,6 +60,12 @@ class TrainDisplay:
         self.live = Live(self._render(), console=err_console, refresh_per_second=8,
                          transient=False)
         self.done = 0
+        self.stopped = False  # a stopped series' bar keeps its budget: 603/1,000, not 603/603
+
+    def resume_at(self, done: int) -> None:
+        """A resumed series: `done` of its epochs were trained before it stopped."""
+        self.done = done
+        self.progress.update(self.task, completed=done)
 
     def __enter__(self) -> TrainDisplay:
         if self.enabled:
@@ -67,8 +73,10 @@ class TrainDisplay:
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.enabled:
-            self.progress.update(self.task, completed=self.done, total=self.done)
+        if self.enabled:  # early stopping ends a finished series under its budget: full bar
+            finished = not self.stopped and exc[0] is None
+            self.progress.update(self.task, completed=self.done,
+                                 total=self.done if finished else self.total)
             self.live.update(self._render())
             self.live.__exit__(*exc)
             if not err_console.is_terminal:

@@ -14,6 +14,7 @@ that still fails at the end (a full disk) is a runtime failure: exit 1, after th
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -56,11 +57,38 @@ def check_output(path: Path | None, option: str, folder: bool = False,
         taken[key] = option
 
 
-def run_folder_files(out_dir: Path, runs: int) -> dict[Path, str]:
-    """The paths `train --out` writes (the folder itself, metrics.json, epochs.csv, one
-    params_run<i>.npz per run), for `check_output`'s `taken`."""
-    names = ("", "metrics.json", "epochs.csv", *(f"params_run{i}.npz" for i in range(runs)))
-    return {(Path(out_dir) / name).resolve(): "--out" for name in names}
+RUN_FOLDER_FILES = ("metrics.json", "epochs.csv", "checkpoint.npz", "checkpoint.jsonl")
+PARAMS = re.compile(r"params_run(0|[1-9][0-9]*)\.npz")
+
+
+class RunFolderPaths(dict):
+    """The paths `train --out` writes, for `check_output`'s `taken`: the folder itself, its
+    fixed files and one params_run<i>.npz per run, the last matched by pattern, so that
+    `--runs 1000000000` costs no more to check than `--runs 1`. Paths other outputs add are
+    kept as in a plain dict."""
+
+    def __init__(self, out_dir: Path, runs: int):
+        super().__init__()
+        self.folder, self.runs = Path(out_dir).resolve(), runs
+
+    def _written(self, path: object) -> bool:
+        if not isinstance(path, Path):
+            return False
+        if path == self.folder:
+            return True
+        if path.parent != self.folder:
+            return False
+        match = PARAMS.fullmatch(path.name)
+        return path.name in RUN_FOLDER_FILES or (match is not None
+                                                 and int(match.group(1)) < self.runs)
+
+    def __contains__(self, path: object) -> bool:
+        return super().__contains__(path) or self._written(path)
+
+    def __missing__(self, path: Path) -> str:
+        if self._written(path):
+            return "--out"
+        raise KeyError(path)
 
 
 def make_parents(path: Path) -> list[Path]:

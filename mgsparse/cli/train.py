@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -11,7 +12,7 @@ from pathlib import Path
 import typer
 
 from mgsparse.cli.live import TrainDisplay
-from mgsparse.cli.outputs import PICTURES, check_output, run_folder_files
+from mgsparse.cli.outputs import PICTURES, RunFolderPaths, check_output
 from mgsparse.cli.progress import download_bar
 from mgsparse.cli.render import (
     err_console,
@@ -32,8 +33,8 @@ from mgsparse.run import (
     make_task,
     measure_memory,
     metrics_dict,
-    write_outputs,
 )
+from mgsparse.run.checkpoint import RunFolder
 from mgsparse.run.resume import FullCheckpoints, check_same_config, read_checkpoint
 from mgsparse.run.tasks.partitioned import DistributedGraphTask, PartitionedRun
 
@@ -43,15 +44,18 @@ EXIT_TERMINATED = 143  # ... and by SIGTERM (128 + 15)
 
 class _Signals:
     """Ctrl-C or SIGTERM asks the run to stop after the current epoch; a second one aborts
-    the epoch at once. The abort is one KeyboardInterrupt, raised only while an epoch may be
-    under way: once the loop has been told to stop (`should_stop` said yes), once training
-    is over or aborted (`finishing`) and while the run folder is written (`shield`), further
-    signals only say so. Whatever their timing, what the run wrote is kept."""
+    the epoch at once. The first is recorded whenever it comes, so a series always stops:
+    one that lands while the run folder is written stops the series after the next epoch.
+    The abort is one KeyboardInterrupt, raised only while an epoch may be under way: once
+    the loop has been told to stop (`should_stop` said yes), once training is over or
+    aborted (`finishing`) and while the run folder is written (`shield`), further signals
+    only say so. Whatever their timing, what the run wrote is kept."""
 
     def __init__(self) -> None:
         self.received: int | None = None
         self.finishing = False
         self.writing = False
+        self.aborted = False  # the abort was raised: what fails after it is its doing
 
     def should_stop(self) -> bool:
         if self.received is not None:
@@ -70,13 +74,16 @@ class _Signals:
 
     def handler(self, signum, frame) -> None:
         name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+        first = self.received is None
+        if first:
+            self.received = signum
         if self.finishing or self.writing:
-            err_console.print(f"[yellow]{name}: writing what the run produced first[/]")
+            then = ", then stopping" if first and not self.finishing else ""
+            err_console.print(f"[yellow]{name}: writing what the run produced first{then}[/]")
             return
-        if self.received is not None:
-            self.finishing = True  # one abort only: the loop's own clean-up is not cut short
-            raise KeyboardInterrupt
-        self.received = signum
+        if not first:
+            self.finishing = self.aborted = True  # one abort only: the loop's clean-up is
+            raise KeyboardInterrupt  # not cut short
         err_console.print(f"[yellow]{name}: stopping after this epoch (again to abort)[/]")
 
 
@@ -139,7 +146,7 @@ def train(
         config, checkpoints, out_dir = _config_and_checkpoints(config_path, overrides, out_dir,
                                                                resume)
         _check_outputs(out_dir, plot, config.train.runs)
-        writer = _Writer(out_dir)
+        writer = _Writer(out_dir, checkpoints.folder if checkpoints is not None else None)
         keep_freed_memory()  # a step's arrays reuse freed pages: no page fault per 4 KB
         if partitions is not None:
             _refuse_for_partitions(plot, memory_report, resume)
@@ -151,16 +158,19 @@ def train(
         if checkpoints is not None and resume is None:
             checkpoints.discard()  # an older series' checkpoint is not this run's
         display = TrainDisplay(config, task.densities, not (quiet or as_json), task.metrics)
+        if checkpoints is not None and checkpoints.resumes is not None:
+            _say_resuming(checkpoints, display)
         with _signals_end_epoch() as signals:
             result, aborted = _fit(config, task, display, signals, writer, checkpoints)
             _end_checkpoints(checkpoints, result, aborted)
-            if memory_report:
+            if memory_report and not aborted:
                 result.memory_report = measure_memory(config, task)
             writer(result)
-            if plot and writer.error is None:
+            if plot and writer.error is None and not aborted:
                 saved = plots.save_training_plot(result, task, plot)
                 err_console.print(f"pictures of the run: {saved}", markup=False)
-            _report(result, as_json, memory_report, signals.received, writer.error, aborted)
+            _report(result, as_json, memory_report, signals.received, writer.error, aborted,
+                    _continue_hint(checkpoints, result.interrupted or aborted))
     except MgsparseError as e:
         if partitions is not None and quiet_rank(e):  # rank 0 prints it, once
             raise typer.Exit(e.exit_code) from None
@@ -199,6 +209,28 @@ def _end_checkpoints(checkpoints: FullCheckpoints | None, result, aborted: bool)
         checkpoints.discard()
 
 
+def _say_resuming(checkpoints: FullCheckpoints, display: TrainDisplay) -> None:
+    """Where a resumed series goes on, in one line, and its epochs done on the bar."""
+    run, epoch, done = checkpoints.resumes
+    epochs = display.config.train.epochs
+    err_console.print(f"resuming run {run} at epoch {epoch + 1} of {epochs} "
+                      f"({done:,} of the series' {display.total:,} epochs done)",
+                      markup=False, highlight=False)
+    display.resume_at(done)
+
+
+def _continue_hint(checkpoints: FullCheckpoints | None, stopped: bool) -> str | None:
+    """For a stopped series whose checkpoint is on disk: how to continue it."""
+    if checkpoints is None or checkpoints.error is not None or checkpoints.saved_at is None:
+        return None
+    if not stopped or not checkpoints.path.is_file():
+        return None
+    run, epoch = checkpoints.saved_at
+    folder = shlex.quote(str(checkpoints.path.parent))
+    return (f"{checkpoints.path} holds run {run} at epoch {epoch}; continue with: "
+            f"mgsparse train --resume {folder}")
+
+
 def _refuse_for_partitions(plot: Path | None, memory_report: bool,
                            resume: Path | None = None) -> None:
     """Options a partitioned run would otherwise drop silently."""
@@ -216,21 +248,37 @@ def _refuse_for_partitions(plot: Path | None, memory_report: bool,
 def _fit(config, task, display: TrainDisplay, signals: _Signals, writer: _Writer,
          checkpoints: FullCheckpoints | None = None):
     """`fit` under the signal rules: (result, aborted). An abort that lands outside an epoch
-    (while a finished run is re-evaluated, between runs) escapes `fit`; the runs the writer
-    already has are then the result, and before any, one line says nothing was saved."""
+    (while a finished run is re-evaluated, between runs, inside a module being imported)
+    escapes `fit`, as may whatever it broke on its way out (a half-imported module's
+    ImportError); the runs the writer already has are then the result, marked stopped, and
+    before any, one line says nothing was saved."""
     try:
         with display:
             result = fit(config, task, on_epoch=display.on_epoch,
                          on_run_end=signals.shield(writer), should_stop=signals.should_stop,
                          checkpoints=checkpoints)
+            display.stopped = result.interrupted
         aborted = False
     except KeyboardInterrupt:
-        if writer.last is None:
-            fail("interrupted before a run finished: nothing to save",
-                 EXIT_TERMINATED if signals.received == signal.SIGTERM else EXIT_INTERRUPTED)
-        result, aborted = writer.last, True
+        result, aborted = _after_abort(signals, writer, checkpoints), True
+    except Exception:
+        if not signals.aborted:
+            raise
+        result, aborted = _after_abort(signals, writer, checkpoints), True
     signals.finishing = True
     return result, aborted
+
+
+def _after_abort(signals: _Signals, writer: _Writer, checkpoints: FullCheckpoints | None):
+    """The runs written before an abort that escaped `fit`, as a stopped series."""
+    signals.finishing = True
+    if writer.last is None:
+        hint = _continue_hint(checkpoints, True)
+        fail("interrupted before a run finished: nothing to save" + (f"; {hint}" if hint
+                                                                     else ""),
+             EXIT_TERMINATED if signals.received == signal.SIGTERM else EXIT_INTERRUPTED)
+    writer.last.stopped = True  # the series did not end: the folder must not say "ok"
+    return writer.last
 
 
 def _check_outputs(out_dir: Path | None, plot: Path | None, runs: int) -> None:
@@ -238,7 +286,7 @@ def _check_outputs(out_dir: Path | None, plot: Path | None, runs: int) -> None:
     asked for: a bad path fails now, not after an hour of training."""
     from mgsparse.cli import plots
 
-    taken = run_folder_files(out_dir, runs) if out_dir else {}
+    taken = RunFolderPaths(out_dir, runs) if out_dir else {}
     check_output(out_dir, "--out", folder=True)
     check_output(plot, "--plot", suffixes=PICTURES, taken=taken)
     if plot:
@@ -268,24 +316,26 @@ def _train_partitioned(config, partitions: Path, writer, silent: bool, as_json: 
 
 
 class _Writer:
-    """Writes the run folder after every run; a failure (a full disk, a folder removed
-    mid-run) is kept, not raised, so training goes on and the summary is still printed."""
+    """Writes the run folder after every run, only what changed (`RunFolder`); a failure (a
+    full disk, a folder removed mid-run) is kept, not raised, so training goes on and the
+    summary is still printed."""
 
-    def __init__(self, out_dir: Path | None):
+    def __init__(self, out_dir: Path | None, folder: RunFolder | None = None):
         self.out_dir, self.error, self.last = out_dir, None, None
+        self.folder = folder or (RunFolder(out_dir) if out_dir is not None else None)
 
     def __call__(self, result) -> None:
         self.last = result  # what an abort between epochs still has to report
-        if self.out_dir is None or self.error is not None:
+        if self.folder is None or self.error is not None:
             return
         try:
-            write_outputs(self.out_dir, result)
+            self.folder.write(result)
         except MgsparseError as e:
             self.error = MgsparseError(f"{e} (the summary above was not saved)")
 
 
 def _report(result, as_json: bool, memory_report: bool, signum, write_error=None,
-            aborted: bool = False) -> None:
+            aborted: bool = False, hint: str | None = None) -> None:
     if as_json:
         typer.echo(json.dumps(metrics_dict(result)["summary"]))
     else:
@@ -300,6 +350,8 @@ def _report(result, as_json: bool, memory_report: bool, signum, write_error=None
     if result.failed:
         raise typer.Exit(1)
     if result.interrupted or aborted:
+        if hint:
+            err_console.print(hint, markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_TERMINATED if signum == signal.SIGTERM else EXIT_INTERRUPTED)
 
 

@@ -14,7 +14,9 @@ import dataclasses
 import io
 import json
 import platform
+import re
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -78,14 +80,16 @@ def metrics_dict(result: TrainResult) -> dict[str, Any]:
             "runs": runs, "memory_report": dataclasses.asdict(report) if report else None}
 
 
-def epochs_csv(result: TrainResult) -> str:
-    """One line per epoch of every run: the live table's figures, for tools that read CSV."""
+def epochs_csv(result: TrainResult, first_run: int = 0, header: bool = True) -> str:
+    """One line per epoch of every run (from `first_run` on), the live table's figures, for
+    tools that read CSV; `header`: the column names first."""
     buffer = io.StringIO()
     scheduled = result.config.optim.schedule != "none"
     writer = csv.DictWriter(buffer, fieldnames=epoch_columns(result.metrics, scheduled),
                             lineterminator="\n")
-    writer.writeheader()
-    for i, r in enumerate(result.runs):
+    if header:
+        writer.writeheader()
+    for i, r in enumerate(result.runs[first_run:], first_run):
         for row, stats in zip(r.rows, r.stats):
             writer.writerow({"run": i, "seed": r.seed, **row.as_dict(),
                              **{k: v for k, v in dataclasses.asdict(stats).items()
@@ -103,17 +107,80 @@ def output_dir(out_dir: str | Path) -> Path:
     return out
 
 
+def params_name(run: int) -> str:
+    return f"params_run{run}.npz"
+
+
+PARAMS_NAME = re.compile(r"params_run(\d+)\.npz")  # what `params_name` writes, by pattern
+
+
+class RunFolder:
+    """The run folder of one series, written after each run with only what changed: the
+    parameters of runs not written yet (each run's once), their epoch rows appended to
+    epochs.csv, and metrics.json whole (it is small beside the parameters). A series' first
+    write replaces what an earlier series left in the folder: epochs.csv is written whole,
+    and every ``params_run<i>.npz`` this series did not write is removed once the new
+    metrics.json is in place, so the folder never lists runs it does not hold, nor holds
+    files its metrics.json does not list. `fresh=False` continues a resumed series: the
+    runs in `written` keep their parameters on disk."""
+
+    def __init__(self, out_dir: str | Path, fresh: bool = True, written: Iterable[int] = ()):
+        self.out, self.fresh = Path(out_dir), fresh
+        self.params: set[int] = set(written)  # runs whose params_run<i>.npz is this series'
+        self.csv_rows: list[int] | None = None  # epochs.csv's rows per run (None: not yet)
+
+    def write_params(self, run: int, state: dict[str, np.ndarray]) -> None:
+        """params_run<run>.npz, unless this series wrote it already (a run's best parameters
+        do not change once it has ended)."""
+        if run in self.params or not state:
+            return
+        _write(output_dir(self.out) / params_name(run), lambda f: np.savez(f, **state), "wb")
+        self.params.add(run)
+
+    def write(self, result: TrainResult) -> Path:
+        """Bring the folder up to `result`: new runs' parameters, new epoch rows, metrics.json."""
+        out = output_dir(self.out)
+        for i, r in enumerate(result.runs):
+            self.write_params(i, r.state)
+        self._write_epochs(out, result)
+        text = json.dumps(metrics_dict(result), indent=1, allow_nan=True)
+        _write(out / METRICS, lambda f: f.write(text))
+        if self.fresh:
+            self._remove_stale(out)
+            self.fresh = False
+        return out / METRICS
+
+    def _write_epochs(self, out: Path, result: TrainResult) -> None:
+        """Append the rows of runs epochs.csv does not hold yet; anything else (the first
+        write, a result that is not the one on disk plus runs) rewrites it whole."""
+        counts, known = [len(r.rows) for r in result.runs], self.csv_rows
+        path = out / EPOCHS_CSV
+        if known is not None and counts[:len(known)] == known and path.is_file():
+            text = epochs_csv(result, first_run=len(known), header=False)
+            try:
+                with open(path, "a", encoding="utf-8", newline="") as f:
+                    f.write(text)
+            except OSError as e:
+                raise DataError(f"cannot write {path}: {e.strerror or e}") from None
+        else:
+            _write(path, lambda f: f.write(epochs_csv(result)))
+        self.csv_rows = counts
+
+    def _remove_stale(self, out: Path) -> None:
+        for path in out.glob("params_run*.npz"):
+            match = PARAMS_NAME.fullmatch(path.name)
+            if match and int(match.group(1)) not in self.params:
+                try:
+                    path.unlink(missing_ok=True)
+                except OSError as e:
+                    raise DataError(f"cannot remove {path}, left by an earlier series: "
+                                    f"{e.strerror or e}") from None
+
+
 def write_outputs(out_dir: str | Path, result: TrainResult) -> Path:
-    """Write params_run<i>.npz for every run with a best state, epochs.csv, metrics.json."""
-    out = output_dir(out_dir)
-    for i, r in enumerate(result.runs):
-        if r.state:
-            _write(out / f"params_run{i}.npz", lambda f, state=r.state: np.savez(f, **state),
-                   "wb")
-    _write(out / EPOCHS_CSV, lambda f: f.write(epochs_csv(result)))
-    text = json.dumps(metrics_dict(result), indent=1, allow_nan=True)
-    _write(out / METRICS, lambda f: f.write(text))
-    return out / METRICS
+    """Write params_run<i>.npz for every run with a best state, epochs.csv, metrics.json,
+    replacing whatever an earlier series left there (`RunFolder`'s first write)."""
+    return RunFolder(out_dir).write(result)
 
 
 # ---------------------------------------------------------------- reading a run folder back

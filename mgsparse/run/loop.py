@@ -188,7 +188,9 @@ def _epochs(config: Config, task: Task, state: RunState, memory: EpochMemory,
         stop = should_stop is not None and should_stop()
         if save is not None and (stop or _checkpoint_due(config, epoch)):
             state.epoch = epoch
-            save(state)
+            saving = time.perf_counter()
+            save(state)  # part of the epoch's time: the summary's total counts the saves
+            stats.epoch_ms += (time.perf_counter() - saving) * 1e3
         if stop:
             run.status = "interrupted"
             return
@@ -242,7 +244,7 @@ def fit(config: Config, task: Task, on_epoch: EpochCallback | None = None,
     they fall due, and a resumed series starts after its finished runs."""
     result = TrainResult(config=config, placement=task.placement,
                          events=[dataclasses.asdict(e) for e in task.budget_events],
-                         metrics=task.metrics)
+                         metrics=task.metrics, planned=task.num_runs())
     memory = EpochMemory(config.monitor.memory, config.monitor.log_every)
     # Overflow is detected and reported as divergence; numpy's own warnings would only repeat it.
     result.runs.extend(checkpoints.runs_done if checkpoints is not None else ())

@@ -97,7 +97,7 @@ class Summary:
     total_time_s: float
     peak_memory_mb: float
     paper_test_acc: float | None
-    status: str  # ok | interrupted | diverged | over_budget
+    status: str  # ok | interrupted | diverged | over_budget | incomplete (a series under way)
     folds: dict[str, list[float]] = field(default_factory=dict)  # k-fold: column -> per fold
 
     def as_dict(self) -> dict:
@@ -126,6 +126,8 @@ class TrainResult:
     memory_report: MemoryReport | None = None
     events: list[dict] = field(default_factory=list)  # placement before training (epoch 0)
     metrics: TaskMetrics = ACCURACY_METRICS  # the task's declaration: what the runs scored
+    planned: int = 0  # the runs the series asked for (`fit` sets it; 0: not known)
+    stopped: bool = False  # ended by a signal outside a run's epochs (between runs, say)
 
     @property
     def failed(self) -> bool:
@@ -133,14 +135,17 @@ class TrainResult:
 
     @property
     def interrupted(self) -> bool:
-        return any(r.status in ("interrupted", "aborted") for r in self.runs)
+        return self.stopped or any(r.status in ("interrupted", "aborted") for r in self.runs)
 
     def summary(self) -> Summary:
         done = [r for r in self.runs if r.rows]
         times = [s.epoch_ms for r in done for s in r.stats]
         failure = next((r.status for r in self.runs if r.status in ("diverged", "over_budget")),
                        None)
-        status = failure or ("interrupted" if self.interrupted else "ok")
+        # a folder written between runs says the series is not over: a process killed then
+        # leaves "incomplete", never "ok"
+        status = failure or ("interrupted" if self.interrupted else
+                             "incomplete" if len(self.runs) < self.planned else "ok")
         paper = ("test_acc" in self.metrics.names
                  and paper_accuracy(self.config.model.kind, self.config.dataset.name)) or None
         return Summary(

@@ -117,7 +117,7 @@ def test_the_checkpoint_holds_the_generators_optimizer_and_config_hash(tmp_path)
                          model={"keyed_dropout": True})  # whose masks count the forwards
     fit(config, make_task(config), should_stop=stop_after(3),
         checkpoints=FullCheckpoints(tmp_path, config))
-    _, (meta, arrays) = read_checkpoint(tmp_path)
+    _, (meta, arrays, runs) = read_checkpoint(tmp_path)
     assert meta["config_hash"] == config_hash(config) and meta["epoch"] == 3
     assert meta["run_index"] == 0 and meta["seed"] == 0
     assert ":rng" in meta["generators"] and meta["generators"][":dropout_step"] == 3
@@ -125,7 +125,7 @@ def test_the_checkpoint_holds_the_generators_optimizer_and_config_hash(tmp_path)
     assert {k for k in arrays if k.startswith("optim/")} >= {"optim/0/exp_avg",
                                                               "optim/0/exp_avg_sq"}
     assert meta["optimizer"]["scalars"]["0"]["step"] == 3
-    assert [r["epoch"] for r in meta["run"]["rows"]] == [1, 2, 3]
+    assert [r.epoch for r in runs[0].rows] == [1, 2, 3] and "rows" not in meta["run"]
 
 
 # ---------------------------------------------------------------- refused, in one line
