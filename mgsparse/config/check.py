@@ -10,7 +10,6 @@ written (``<file>:<line>:`` or ``--set section.key=value:``).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import operator
 import types
@@ -21,7 +20,7 @@ from typing import Any, Literal
 from mgsparse.catalog import DATASETS, GRAPH_CLASSIFIER_KINDS, MODELS, is_graphset, is_points
 from mgsparse.config.sections import FILE_KEYS, Config, DatasetConfig, ModelConfig, OptimConfig
 from mgsparse.config.yaml import Where
-from mgsparse.errors import ConfigError
+from mgsparse.errors import ConfigError, did_you_mean
 
 # ---------------------------------------------------------------- one value
 
@@ -50,8 +49,8 @@ def show(value: Any) -> str:
 
 
 def suggest(word: Any, options: Sequence[str]) -> str:
-    close = difflib.get_close_matches(str(word).lower(), options, n=1, cutoff=0.6)
-    return f"; did you mean '{close[0]}'?" if close else ""
+    """The package's one close-match hint (`errors.did_you_mean`), as ``; did you mean 'x'?``."""
+    return did_you_mean(word, options)
 
 
 def _range_problem(value: float, bounds: Mapping[str, float]) -> str | None:

@@ -1,0 +1,42 @@
+"""Messages that point at the fix: one close-match suggester for every unknown name, the flag
+the user typed named in a refusal, install hints that work, ranges that name their key."""
+
+from __future__ import annotations
+
+import pytest
+
+from mgsparse.catalog import DATASETS, MODEL_KINDS
+from mgsparse.errors import closest
+from tests.conftest import CONFIGS, one_line_error
+
+KARATE = CONFIGS / "karate.yaml"
+
+
+# --- one suggester ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("typed, meant", [
+    ("gcm", "gcn"), ("gccn", "gcn"), ("gta", "gat"), ("GIN", "gin"), ("chebb", "cheb"),
+    ("sgcc", "sgc"), ("apnp", "appnp"), ("xyz", None)])
+def test_the_suggester_prefers_one_edit_of_the_typed_length(typed, meant):
+    assert closest(typed, MODEL_KINDS) == meant
+
+
+def test_a_mistyped_model_kind_suggests_gcn_not_sgc(cli):
+    one_line_error(cli("train", KARATE, "--set", "model.kind=gcm"), 2,
+                   "--set model.kind=gcm: model.kind must be one of", "did you mean 'gcn'?")
+
+
+def test_a_mistyped_dataset_to_download_suggests_the_name_not_the_list(cli, tmp_path,
+                                                                      monkeypatch):
+    monkeypatch.setenv("MGSPARSE_DATA", str(tmp_path))
+    line = one_line_error(cli("datasets", "download", "coraa"), 2,
+                          "unknown dataset 'coraa'; did you mean 'cora'?")
+    assert "pubmed" not in line
+    line = one_line_error(cli("datasets", "info", "nope"), 2, "unknown dataset 'nope'; known:")
+    assert all(name in line for name in ("cora", "mutag"))
+    assert closest("Mutagg", DATASETS) == "mutag"
+
+
+def test_an_unknown_gradcheck_op_in_capitals_is_suggested(cli):
+    one_line_error(cli("gradcheck", "--op", "SPMM"), 2,
+                   "unknown op 'SPMM' (did you mean 'sparse.spmm'?)")
