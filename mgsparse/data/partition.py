@@ -89,7 +89,7 @@ def contiguous_parts(num_nodes: int, parts: int) -> np.ndarray:
 
 def metis_parts(adj: sp.csr_matrix, parts: int, seed: int = 0) -> np.ndarray:
     """METIS k-way on the symmetric pattern of `adj` (self loops removed)."""
-    import pymetis  # optional extra `mgsparse[distributed]`
+    import pymetis  # optional: the checkout's `[distributed]` extra
 
     a = sp.csr_matrix(adj, copy=True)
     a = ((a + a.T) != 0).astype(np.int8).tocsr()  # METIS needs both directions

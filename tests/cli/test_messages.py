@@ -40,3 +40,30 @@ def test_a_mistyped_dataset_to_download_suggests_the_name_not_the_list(cli, tmp_
 def test_an_unknown_gradcheck_op_in_capitals_is_suggested(cli):
     one_line_error(cli("gradcheck", "--op", "SPMM"), 2,
                    "unknown op 'SPMM' (did you mean 'sparse.spmm'?)")
+
+
+# --- install hints that work ------------------------------------------------------------------
+
+def test_no_message_or_docstring_names_a_package_index_extra():
+    """`pip install 'mgsparse[plot]'` asks PyPI for a distribution mgsparse is not (it is
+    installed from its checkout), and would install someone else's if one appeared."""
+    from tests.conftest import REPO_ROOT
+
+    named = [str(path.relative_to(REPO_ROOT)) for folder in ("mgsparse", "docs")
+             for path in sorted((REPO_ROOT / folder).rglob("*.*"))
+             if path.suffix in (".py", ".md") and "mgsparse[" in path.read_text()]
+    assert named == []
+
+
+def test_the_distributed_hint_installs_mpi4py(monkeypatch):
+    import sys
+
+    from mgsparse.distributed import comm
+    from mgsparse.errors import DistributedError
+
+    monkeypatch.setitem(sys.modules, "mpi4py", None)
+    with pytest.raises(DistributedError, match=r"^distributed training needs mpi4py: pip "
+                                               r"install mpi4py mpich \(or pip install -e "
+                                               r"'\.\[distributed\]' in the mgsparse "
+                                               r"checkout\)$"):
+        comm.mpi()
