@@ -67,3 +67,22 @@ def test_the_distributed_hint_installs_mpi4py(monkeypatch):
                                                r"'\.\[distributed\]' in the mgsparse "
                                                r"checkout\)$"):
         comm.mpi()
+
+
+# --- the flag the user typed ------------------------------------------------------------------
+
+@pytest.mark.parametrize("flag, value, needle", [
+    ("--epochs", 0, "train.epochs must be >= 1 (got 0)"),
+    ("--runs", 0, "train.runs must be >= 1 (got 0)"),
+    ("--folds", 1, "train.folds must be >= 2"),
+])
+def test_a_bad_option_value_names_the_option_typed(cli, flag, value, needle):
+    line = one_line_error(cli("train", KARATE, flag, value), 2, f"error: {flag} {value}: {needle}")
+    assert "--set" not in line
+
+
+def test_a_bench_dataset_names_the_option_typed(cli):
+    line = one_line_error(cli("bench", "--dense-vs-sparse", "--config", KARATE, "--dataset",
+                              "coraa"), 2, "error: --dataset coraa: dataset.name must be one of",
+                          "did you mean 'cora'?")
+    assert "--set" not in line
