@@ -86,3 +86,35 @@ def test_a_bench_dataset_names_the_option_typed(cli):
                               "coraa"), 2, "error: --dataset coraa: dataset.name must be one of",
                           "did you mean 'cora'?")
     assert "--set" not in line
+
+
+# --- ranges that name their key ---------------------------------------------------------------
+
+def test_a_huge_gcnii_theta_is_refused_naming_the_key(cli):
+    """θ = 1e308 made β_1 = log(θ + 1) = 709 and the run diverged, with a hint to set the grad
+    clip the config already set."""
+    one_line_error(cli("train", KARATE, "--set", "model.kind=gcnii", "--set",
+                       "model.theta=1e308"), 2,
+                   "--set model.theta=1e308: model.theta must be in (0, 10] (got 1e+308)")
+
+
+@pytest.mark.parametrize("clip, theta, hint", [
+    (1.0, 0.5, "try a lower optim.lr"),
+    (None, 0.5, "try a lower optim.lr or a train.grad_clip_norm"),
+    (1.0, 8.0, "try a lower optim.lr or model.theta (now 8)"),
+])
+def test_a_divergence_suggests_only_settings_that_can_help(clip, theta, hint):
+    from mgsparse.run import fit, make_task
+    from tests.conftest import make_config
+
+    config = make_config(model={"kind": "gcnii", "layers": 4, "theta": theta},
+                         optim={"lr": 1e30}, train={"epochs": 10, "grad_clip_norm": clip})
+    (run,) = fit(config, make_task(config)).runs
+    assert run.status == "diverged"
+    assert run.message.endswith(f"; {hint}"), run.message
+
+
+def test_a_neg_ratio_past_the_cap_names_the_key_in_a_file(cli, tmp_path):
+    path = tmp_path / "link.yaml"
+    path.write_text("task: link\ndataset:\n  name: karate\nlink:\n  neg_ratio: 1e9\n")
+    one_line_error(cli("train", path), 2, f"{path}:5: link.neg_ratio must be <= 1000")
