@@ -118,3 +118,39 @@ def test_a_neg_ratio_past_the_cap_names_the_key_in_a_file(cli, tmp_path):
     path = tmp_path / "link.yaml"
     path.write_text("task: link\ndataset:\n  name: karate\nlink:\n  neg_ratio: 1e9\n")
     one_line_error(cli("train", path), 2, f"{path}:5: link.neg_ratio must be <= 1000")
+
+
+# --- the small print --------------------------------------------------------------------------
+
+def test_a_failed_download_on_a_pipe_has_no_blank_line_before_its_error(cli, tmp_path,
+                                                                         monkeypatch):
+    """The transient download bar, stopped on a pipe or log file, left an empty line in front
+    of the error of a download that had moved bytes (a checksum mismatch, a refused parse)."""
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "ind.cora.x").write_bytes(b"junk!")
+    monkeypatch.setenv("MGSPARSE_DATA", str(tmp_path / "data"))
+    result = cli("datasets", "download", "cora", "--url", mirror)
+    assert result.exit_code == 1
+    assert result.output.startswith("error: ind.cora.x from "), repr(result.output)
+    assert result.output.count("\n") == 1 and "expected" in result.output
+
+
+def test_gradcheck_counts_take_their_plural():
+    from mgsparse.checks import CheckReport, run_checks
+    from mgsparse.cli.render import gradcheck_lines
+
+    one = CheckReport(run_checks(["nn.linear"]), seed=0, size="small", seconds=0.0)
+    assert "all 2 checks of 1 op passed" in gradcheck_lines(one)[-1]
+
+
+def test_the_graphviz_hint_nests_no_parentheses(tmp_path, monkeypatch):
+    from mgsparse.run import draw
+    from tests.conftest import make_config
+
+    monkeypatch.setattr(draw.shutil, "which", lambda name: None)
+    drawing = draw.draw_step(make_config(train={"epochs": 1}), tmp_path / "step.dot", "svg")
+    (note,) = drawing.notes
+    assert "(apt-get install graphviz, or brew install graphviz on macOS)" in note
+    inside = note[note.index("(") + 1:note.index(")")]
+    assert "(" not in inside

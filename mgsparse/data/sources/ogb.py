@@ -146,7 +146,7 @@ def download(name: str, root: str | Path | None = None, url: str | None = None,
     base = resolve_url(url)
     source = source_of(base, dest.name)
     recorded = recorded_sha256(dest)
-    with dl.mirror_hint(MIRROR_HINT):
+    with dl.mirror_hint(MIRROR_HINT, url, URL_ENV):
         if recorded is not None:  # the cache, or a fresh download, must be the first archive
             return dl.fetch(source, dest, recorded, progress=progress,
                             max_bytes=spec.max_bytes, **FETCH_OPTIONS)

@@ -135,7 +135,7 @@ def download(name: str, root: str | Path | None = None, url: str | None = None,
     """Make ``<root>/<Name>/raw/`` hold the eight verified raw files; return that folder."""
     key = check_name(name)
     base, folder = resolve_url(url), raw_dir(key, root)
-    with dl.mirror_hint(MIRROR_HINT):
+    with dl.mirror_hint(MIRROR_HINT, url, URL_ENV):
         for filename, sha256 in known_checksums(key).items():
             fetch(source_of(base, filename), folder / filename, sha256, progress=progress,
                   max_bytes=max_download_bytes(filename), **FETCH_OPTIONS)
