@@ -45,7 +45,7 @@ from mgsparse.data.parts import FORMAT, MANIFEST, LocalPart, load_part, part_dir
 from mgsparse.errors import ConfigError, DataError
 
 __all__ = ["FORMAT", "MANIFEST", "LocalPart", "dataset_identity", "graph_fingerprint",
-           "load_part", "part_dir", "read_manifest", "write_partitions"]
+           "load_part", "metis_available", "part_dir", "read_manifest", "write_partitions"]
 
 
 # ---------------------------------------------------------------- what a partition is made of
@@ -85,6 +85,16 @@ def graph_fingerprint(graph: Graph) -> dict:
 def contiguous_parts(num_nodes: int, parts: int) -> np.ndarray:
     """Node i goes to part floor(i·K / N): K blocks of consecutive ids, sizes within one."""
     return (np.arange(num_nodes, dtype=np.int64) * parts) // max(num_nodes, 1)
+
+
+def metis_available() -> bool:
+    """Whether pymetis can be imported (METIS parts), without which "metis" falls back to
+    contiguous blocks: the CLI warns of that fallback, or refuses it when asked for METIS."""
+    try:
+        import pymetis  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def metis_parts(adj: sp.csr_matrix, parts: int, seed: int = 0) -> np.ndarray:

@@ -154,3 +154,37 @@ def test_the_graphviz_hint_nests_no_parentheses(tmp_path, monkeypatch):
     assert "(apt-get install graphviz, or brew install graphviz on macOS)" in note
     inside = note[note.index("(") + 1:note.index(")")]
     assert "(" not in inside
+
+
+# --- partition: METIS or say so -------------------------------------------------------------
+
+def test_partition_without_pymetis_warns_of_the_contiguous_fallback(cli, tmp_path,
+                                                                     monkeypatch):
+    """The fallback to contiguous blocks was told only by the table's caption "(contiguous)"."""
+    import json
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pymetis", None)  # import pymetis -> ImportError
+    result = cli("partition", KARATE, "--parts", 2, "--out", tmp_path / "parts")
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    expected = ("warning: pymetis is not installed, so the 2 parts are contiguous blocks of "
+                "node ids, with a larger edge cut than METIS's: pip install pymetis (or pip "
+                "install -e '.[distributed]' in the mgsparse checkout); --method contiguous "
+                "chooses blocks (no warning), --method metis refuses to fall back")
+    assert warned == [expected], result.stderr
+    assert json.loads((tmp_path / "parts" / "manifest.json").read_text())["method"] == "contiguous"
+    chosen = cli("partition", KARATE, "--parts", 2, "--out", tmp_path / "blocks", "--method",
+                 "contiguous")
+    assert chosen.exit_code == 0 and "warning" not in chosen.stderr
+    one_line_error(cli("partition", KARATE, "--parts", 2, "--out", tmp_path / "strict",
+                       "--method", "metis"), 2,
+                   "--method metis needs pymetis, which is not installed: pip install pymetis")
+    assert not (tmp_path / "strict").exists()
+
+
+def test_partition_with_pymetis_uses_it_without_a_word(cli, tmp_path):
+    pytest.importorskip("pymetis")
+    result = cli("partition", KARATE, "--parts", 2, "--out", tmp_path / "parts")
+    assert result.exit_code == 0 and "warning" not in result.stderr
+    assert "(metis)" in result.stdout
