@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from mgsparse.catalog import DATASETS, MODEL_KINDS
-from mgsparse.errors import closest
 from tests.conftest import CONFIGS, one_line_error
 
 KARATE = CONFIGS / "karate.yaml"
@@ -18,6 +17,8 @@ KARATE = CONFIGS / "karate.yaml"
     ("gcm", "gcn"), ("gccn", "gcn"), ("gta", "gat"), ("GIN", "gin"), ("chebb", "cheb"),
     ("sgcc", "sgc"), ("apnp", "appnp"), ("xyz", None)])
 def test_the_suggester_prefers_one_edit_of_the_typed_length(typed, meant):
+    from mgsparse.errors import closest
+
     assert closest(typed, MODEL_KINDS) == meant
 
 
@@ -34,6 +35,8 @@ def test_a_mistyped_dataset_to_download_suggests_the_name_not_the_list(cli, tmp_
     assert "pubmed" not in line
     line = one_line_error(cli("datasets", "info", "nope"), 2, "unknown dataset 'nope'; known:")
     assert all(name in line for name in ("cora", "mutag"))
+    from mgsparse.errors import closest
+
     assert closest("Mutagg", DATASETS) == "mutag"
 
 
