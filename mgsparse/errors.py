@@ -60,3 +60,48 @@ class HyperparameterError(MgsparseError, ValueError):
 
 class DistributedError(MgsparseError):
     """A multi-process run that cannot go on: a rank died, hangs, or MPI is missing."""
+
+
+# --- the one close-match suggester every "unknown name" message uses ---------------------------
+
+def closest(word: object, options) -> str | None:
+    """The known name a user most likely meant by ``word``, or None when none is close.
+
+    Case is ignored. A name is close when difflib's ratio is at least 0.6 or it is one edit
+    away (a typo in a short name); among close names the fewest edits (insert, delete,
+    substitute, swap two neighbours) win, then a name of the typed length (``gcm`` is a
+    mistyped ``gcn``, not ``sgc``), then difflib's ratio, then the order of ``options``.
+    """
+    import difflib
+
+    text, names = str(word).lower(), list(options)
+    lowered = [name.lower() for name in names]
+    if text in lowered:
+        return names[lowered.index(text)]
+    ranked = []
+    for index, name in enumerate(lowered):
+        ratio = difflib.SequenceMatcher(None, text, name).ratio()
+        edits = _edits(text, name)
+        if ratio >= 0.6 or (edits == 1 and len(text) >= 2):
+            ranked.append((edits, len(name) != len(text), -ratio, index))
+    return names[min(ranked)[3]] if ranked else None
+
+
+def did_you_mean(word: object, options) -> str:
+    """``"; did you mean 'gcn'?"`` for the closest known name (`closest`), else ``""``."""
+    near = closest(word, options)
+    return f"; did you mean {near!r}?" if near is not None else ""
+
+
+def _edits(a: str, b: str) -> int:
+    """Optimal-string-alignment distance (Damerau-Levenshtein without repeated edits of one
+    substring): short names only, so the quadratic table is a few hundred cells."""
+    before, row = None, list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + (ca != cb))
+            if before is not None and i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                current[j] = min(current[j], before[j - 2] + 1)
+        before, row = row, current
+    return row[-1]

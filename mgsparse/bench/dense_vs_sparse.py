@@ -180,7 +180,7 @@ def bench_config(dataset: str | None = None, config_path: str | Path | None = No
         raise ConfigError(f"dataset {dataset!r} has no graph to bench; "
                           f"use one of {', '.join(GRAPH_DATASETS)}")
     if config_path is not None:
-        named = [f"dataset.name={dataset}"] if dataset else []
+        named = [(f"dataset.name={dataset}", f"--dataset {dataset}")] if dataset else []
         config = load_config(config_path, list(overrides) + named)
     else:
         config = config_from_dict({"dataset": {"name": dataset or GRAPH_DATASETS[0]}},

@@ -11,7 +11,6 @@ backward ran, without the fallback, and gave gradients of the inputs' shapes.
 
 from __future__ import annotations
 
-import difflib
 import math
 import time
 import warnings
@@ -32,7 +31,7 @@ from mgsparse.checks.case import (
 )
 from mgsparse.checks.nn import Layer
 from mgsparse.engine import Tensor
-from mgsparse.errors import ConfigError
+from mgsparse.errors import ConfigError, closest
 from mgsparse.sparse import ScalarFallbackWarning, SparseTensor
 
 CASES: dict[str, Case] = by_name([*engine.CASES, *sparse.CASES, *graphs.SEGMENT_CASES,
@@ -86,8 +85,8 @@ def _matches(name: str) -> list[str]:
 def _did_you_mean(name: str) -> str:
     """The closest full name, compared by full name and by bare op name."""
     spellings = {**{k.split(".", 1)[1]: k for k in KNOWN_OPS}, **{k: k for k in KNOWN_OPS}}
-    close = difflib.get_close_matches(name, spellings, n=1)
-    return f" (did you mean {spellings[close[0]]!r}?)" if close else ""
+    near = closest(name, spellings)
+    return f" (did you mean {spellings[near]!r}?)" if near is not None else ""
 
 
 def select_ops(ops: Sequence[str] | None = None) -> list[str]:

@@ -53,6 +53,22 @@ app.command()(partition.partition)
 app.add_typer(datasets.datasets_app, name="datasets")
 
 
+def _closed_streams() -> None:
+    """Started with stdout or stderr closed (``mgsparse datasets list >&-``), Python has no
+    stream object for it (None): say so on whichever is open, before any work, and exit 1,
+    as for an output that refuses its bytes (`_unwritable_output`)."""
+    if sys.stdout is not None and sys.stderr is not None:
+        return
+    closed = "standard output" if sys.stdout is None else "standard error"
+    if sys.stderr is not None:
+        sys.stderr.write(f"error: cannot write the output: {closed} is closed\n")
+        sys.stderr.flush()
+    elif sys.stdout is not None:
+        sys.stdout.write(f"error: {closed} is closed\n")
+        sys.stdout.flush()
+    raise SystemExit(1)
+
+
 def _tolerant_streams() -> None:
     """A terminal or pipe that cannot encode a glyph (PYTHONIOENCODING=ascii, LANG=C) gets a
     '?' for it, not a UnicodeEncodeError halfway through a table."""
@@ -97,6 +113,7 @@ def main() -> None:
     Click runs without its standalone mode so that a usage mistake is one `error:` line
     (its own rendering is a framed box of usage and hints); a command's `typer.Exit` comes
     back as its code."""
+    _closed_streams()
     _tolerant_streams()
     try:
         _run(app)

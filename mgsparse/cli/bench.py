@@ -66,7 +66,7 @@ def bench(
     json_path: Path | None = typer.Option(None, "--json", help="Also write the results "
                                              "as JSON to this file (its folders are created)"),
     plot_path: Path | None = typer.Option(None, "--plot", help="PNG of the sweep (needs "
-                                             "matplotlib: pip install 'mgsparse\\[plot]'; "
+                                             "matplotlib: pip install matplotlib; "
                                              "exit 1 without it)"),
 ) -> None:
     """Benchmark the sparse engine against dense operands on the same GCN training step."""

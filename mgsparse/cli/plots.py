@@ -8,7 +8,7 @@ computes no whole-graph hidden layer, gets the two curve panels and a note inste
 point-cloud run: the decision boundary of its best run's model next to its loss curve. Every
 score drawn is one the task declares (`mgsparse.run.task.TaskMetrics`). The scaling sweep:
 step time and traced peak against Â's stored entries.
-matplotlib is an optional extra (`pip install 'mgsparse[plot]'`), imported only when a picture
+matplotlib is optional (`pip install matplotlib`, the checkout's `[plot]` extra), imported only when a picture
 is asked for, so the library and the CLI load without it. The figure is drawn on a bare
 `matplotlib.figure.Figure` (no pyplot): no global state, no GUI backend, safe in a thread.
 """
@@ -29,7 +29,9 @@ from mgsparse.run.results import RunResult, TrainResult
 from mgsparse.run.task import Task, TaskMetrics
 from mgsparse.run.tasks.points import PointTask
 
-INSTALL_HINT = "pip install 'mgsparse[plot]'"
+# mgsparse is installed from its checkout, not PyPI (where the name could be someone else's):
+# the package itself, or the checkout's extra
+INSTALL_HINT = "pip install matplotlib (or pip install -e '.[plot]' in the mgsparse checkout)"
 FORMATS = PICTURES
 GRID_STEPS = 300  # grid points per axis for the decision regions
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",

@@ -12,7 +12,12 @@ from mgsparse.cli.render import err_console
 @contextmanager
 def download_bar():
     """A rich progress bar on stderr, fed by the library's ``progress(done, total, name)``;
-    it appears only once bytes actually move (cached and built-in datasets stay quiet)."""
+    it appears only once bytes actually move (cached and built-in datasets stay quiet), and
+    only on a terminal: a transient bar stopped on a pipe or a log file leaves an empty line
+    behind, which then stood before the error of a failed download."""
+    if not err_console.is_terminal:
+        yield lambda done, total, filename: None
+        return
     bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                    TransferSpeedColumn(), console=err_console, transient=True)
     tasks: dict[str, int] = {}

@@ -355,11 +355,17 @@ def gradcheck_lines(report: CheckReport) -> list[str]:
     empty = len(report.rows) - report.gradient_checks
     shapes = f" (+{empty} shapes only: no entries)" if empty else ""
     failed = report.failed_ops
-    head = (f"[bold red]{len(failed)} of {len(report.ops)} ops failed[/]: {', '.join(failed)}"
+    checks, ops = report.gradient_checks, len(report.ops)
+    head = (f"[bold red]{len(failed)} of {_count(ops, 'op')} failed[/]: {', '.join(failed)}"
             if failed else
-            f"[green]all {report.gradient_checks} checks of {len(report.ops)} ops passed[/]"
-            f"{shapes}")
+            f"[green]{'all ' if checks > 1 else ''}{_count(checks, 'check')} of "
+            f"{_count(ops, 'op')} passed[/]{shapes}")
     return [*lines, f"{head}{where}; {report.seconds:.2f} s"]
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 op``, ``3 ops``: a count with its noun in the number it takes."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 @contextmanager

@@ -139,9 +139,9 @@ def train(
     from mgsparse.cli import plots  # matplotlib itself is imported only when a picture is drawn
 
     overrides = list(set_)
-    overrides += [f"train.runs={runs}"] if runs is not None else []
-    overrides += [f"train.epochs={epochs}"] if epochs is not None else []
-    overrides += [f"train.folds={folds}"] if folds is not None else []
+    overrides += [(f"train.{key}={value}", f"--{key} {value}")  # errors name the flag typed
+                  for key, value in (("runs", runs), ("epochs", epochs), ("folds", folds))
+                  if value is not None]
     try:
         config, checkpoints, out_dir = _config_and_checkpoints(config_path, overrides, out_dir,
                                                                resume)

@@ -94,11 +94,16 @@ def _build_section(cls: type, name: str, raw: Any, where: Where) -> Any:
 
 # ---------------------------------------------------------------- overrides
 
-def _apply_override(data: dict, text: str, where: Where) -> None:
-    """Apply one ``section.key=value`` option; the value is read as YAML (null, 1e-3, [a, b])."""
+Override = str | tuple[str, str]  # "section.key=value", or (that, what the user typed)
+
+
+def _apply_override(data: dict, override: Override, where: Where) -> None:
+    """Apply one ``section.key=value`` option; the value is read as YAML (null, 1e-3, [a, b]).
+    Messages name it as ``--set section.key=value``, or as the option the user typed when the
+    override comes with one (``("train.epochs=0", "--epochs 0")``)."""
+    text, origin = (override, f"--set {override}") if isinstance(override, str) else override
     dotted, sep, raw_value = text.partition("=")
     dotted = dotted.strip()
-    origin = f"--set {text}"
     if not sep or (dotted.count(".") != 1 and dotted != "task"):
         raise ConfigError(f"{origin}: expected section.key=value, e.g. --set optim.lr=0.005")
     if dotted == "task":  # the one top-level key
@@ -128,7 +133,7 @@ def _task(value: Any, where: Where) -> str:
 
 # ---------------------------------------------------------------- public entry points
 
-def _build(data: Any, where: Where, overrides: Sequence[str]) -> Config:
+def _build(data: Any, where: Where, overrides: Sequence[Override]) -> Config:
     """Overrides applied, then every section built in file order (defaults for the rest),
     then the rules across sections: the first problem found is the error."""
     if not isinstance(data, Mapping):
@@ -151,7 +156,7 @@ def _build(data: Any, where: Where, overrides: Sequence[str]) -> Config:
 
 
 def config_from_dict(d: Mapping[str, Any], source: str = "<dict>",
-                     overrides: Sequence[str] = ()) -> Config:
+                     overrides: Sequence[Override] = ()) -> Config:
     """Validate an already-parsed mapping (e.g. ``Config.to_dict()`` read back from JSON)."""
     try:
         return _build(d, Where(source), overrides)
@@ -159,7 +164,7 @@ def config_from_dict(d: Mapping[str, Any], source: str = "<dict>",
         raise ConfigError(" ".join(str(err).splitlines())) from None
 
 
-def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
+def load_config(path: str | Path, overrides: Sequence[Override] = ()) -> Config:
     """Read, override (``["optim.lr=0.005", ...]``) and validate a YAML config file."""
     where = Where(str(path))
     try:

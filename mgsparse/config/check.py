@@ -10,7 +10,6 @@ written (``<file>:<line>:`` or ``--set section.key=value:``).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import operator
 import types
@@ -26,9 +25,10 @@ from mgsparse.catalog import (
     is_graphset,
     is_points,
 )
+from mgsparse.config.rules import check_link, check_unread_keys
 from mgsparse.config.sections import FILE_KEYS, Config, DatasetConfig, ModelConfig, OptimConfig
 from mgsparse.config.yaml import Where
-from mgsparse.errors import ConfigError
+from mgsparse.errors import ConfigError, did_you_mean
 
 # ---------------------------------------------------------------- one value
 
@@ -57,8 +57,8 @@ def show(value: Any) -> str:
 
 
 def suggest(word: Any, options: Sequence[str]) -> str:
-    close = difflib.get_close_matches(str(word).lower(), options, n=1, cutoff=0.6)
-    return f"; did you mean '{close[0]}'?" if close else ""
+    """The package's one close-match hint (`errors.did_you_mean`), as ``; did you mean 'x'?``."""
+    return did_you_mean(word, options)
 
 
 def _range_problem(value: float, bounds: Mapping[str, float]) -> str | None:
@@ -133,8 +133,9 @@ def _check_list(value: Any, item_hints: tuple, meta: Mapping[str, Any], key: str
     ``tuple[int, ...]`` a non-empty list of any length."""
     if item_hints[-1:] == (Ellipsis,):
         if not isinstance(value, list) or not value:
-            raise ConfigError(f"{key} must be a non-empty list of numbers{or_null} "
-                              f"(got {show(value)})")
+            got = "an empty list" if value == [] else show(value)
+            raise ConfigError(f"{key} must be a non-empty list of {_items(item_hints[0])}"
+                              f"{or_null} (got {got})")
         item_hints = item_hints[:1] * len(value)
     if not isinstance(value, list) or len(value) != len(item_hints):
         raise ConfigError(f"{key} must be a list of {len(item_hints)} numbers{or_null} "
@@ -147,6 +148,13 @@ def _check_list(value: Any, item_hints: tuple, meta: Mapping[str, Any], key: str
             raise ConfigError(f"{key}[{index}] must be {bad.expected} "
                               f"(got {show(bad.value)})") from None
     return tuple(checked)
+
+
+def _items(hint: Any) -> str:
+    """What a list's items are, for its message: numbers, or the words it may hold."""
+    if typing.get_origin(hint) is Literal:
+        return ", ".join(map(repr, typing.get_args(hint)))
+    return "integers" if hint is int else "numbers"
 
 
 # ---------------------------------------------------------------- across sections
@@ -164,8 +172,9 @@ def check_combination(config: Config, where: Where) -> None:
     _check_schedule(config, where)
     _check_unread(config, where)
     if config.task == "link":
-        _check_link(config, where)
+        check_link(config, where)
     _check_reorder(config, where)
+    check_unread_keys(config, where)
 
 
 def _graphless() -> list[str]:
@@ -361,33 +370,6 @@ def _yaml(value: Any) -> str:
 
 _DEFAULTS = {section: {f.name: f.default for f in dataclasses.fields(cls)}
              for section, cls in (("model", ModelConfig), ("optim", OptimConfig))}
-
-
-def _check_link(config: Config, where: Where) -> None:
-    """Link prediction (`task: link`) holds edges out of one graph, full batch: the split must
-    leave edges to train on, an undirected split needs an undirected graph, and a VGAE needs
-    a body below its two heads."""
-    data, link = config.dataset, config.link
-    if is_points(data.name) or is_graphset(data.name):
-        raise ConfigError(f"{where(('task',))}: task: link predicts the edges of one graph; "
-                          f"dataset {data.name!r} is not one")
-    if link.val + link.test >= 1:
-        raise ConfigError(f"{where(('link', 'test'))}: link.val + link.test must be < 1 (got "
-                          f"{link.val:g} + {link.test:g}): no edge would be left to train on")
-    if data.directed and link.undirected:
-        raise ConfigError(f"{where(('link', 'undirected'))}: dataset.directed: true keeps "
-                          f"edges one-way, so they cannot be held out in both directions; "
-                          f"set link.undirected: false")
-    if config.train.batch_size is not None:
-        raise ConfigError(f"{where(('train', 'batch_size'))}: task: link trains full batch "
-                          f"(sampled pairs are designed, not built); set batch_size: null")
-    if link.negatives == "all" and link.decoder != "inner":
-        raise ConfigError(f"{where(('link', 'negatives'))}: link.negatives: all scores every "
-                          f"pair as Z·Zᵀ, the inner-product decoder (set link.decoder: inner)")
-    if link.variational and config.model.layers < 2:
-        raise ConfigError(f"{where(('model', 'layers'))}: link.variational needs model.layers "
-                          f">= 2 (a body, then the μ and log σ layers), got "
-                          f"{config.model.layers}")
 
 
 def _check_reorder(config: Config, where: Where) -> None:

@@ -93,7 +93,9 @@ class ModelConfig:
     # APPNP, SGC: propagation steps (null: 10, 2); ChebNet: Chebyshev terms, >= 1 (null: 2)
     k: int | None = _num(None, ge=0, le=MAX_DEPTH)
     alpha: float = _num(0.1, ge=0, le=1)  # APPNP teleport, GCNII initial-residual weight
-    theta: float = _num(0.5, gt=0)  # GCNII: λ of the identity mapping, β_l = log(λ/l + 1)
+    # GCNII: λ of the identity mapping, β_l = log(λ/l + 1). Chen et al. use 0.5 to 1.5; at
+    # most 10 (β_1 = log 11 ≈ 2.4), since a huge λ (1e308: β_1 = 709) overflows at once
+    theta: float = _num(0.5, gt=0, le=10)
 
 
 @dataclass(frozen=True)

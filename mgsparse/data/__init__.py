@@ -18,11 +18,10 @@ from mgsparse.data.files import load_edge_list, load_features, load_labels, load
 from mgsparse.data.graph import Graph, dataset_info
 from mgsparse.data.graphset import GraphSet
 from mgsparse.data.loader import DataLoader, TensorDataset
-from mgsparse.data.sources import SOURCES, check_split, source_for
+from mgsparse.data.sources import SOURCES, check_split, source_for, unknown_dataset
 from mgsparse.data.sources.planetoid import load as load_planetoid
 from mgsparse.data.synthetic import karate_club, make_blobs, make_circles, make_moons, sbm
 from mgsparse.data.transforms import full_split, normalize_features, public_split, random_split
-from mgsparse.errors import ConfigError
 
 __all__ = [
     "KNOWN_DATASETS",
@@ -72,7 +71,7 @@ def load_dataset(name: str, root: str | Path | None = None, split: str = "public
     key = str(name).lower()
     check_split(split)
     if key not in DATASETS or DATASETS[key].kind not in _LOADABLE:
-        raise ConfigError(f"unknown dataset {name!r}; known: {', '.join(KNOWN_DATASETS)}")
+        raise unknown_dataset(name, KNOWN_DATASETS)
     return source_for(key).load(key, root=root, split=split, url=url,
                                 normalize_features=normalize_features, progress=progress, **kw)
 
@@ -87,8 +86,7 @@ def load_section(section: Any, progress: Progress | None = None) -> Graph | Grap
     """
     key = str(section.name).lower()
     if key not in DATASETS or DATASETS[key].kind not in _LOADABLE:
-        raise ConfigError(f"unknown dataset {section.name!r}; known: "
-                          f"{', '.join(KNOWN_DATASETS)}")
+        raise unknown_dataset(section.name, KNOWN_DATASETS)
     source = source_for(key)
     return source.load(key, progress=progress, **source.options(section))
 

@@ -113,14 +113,27 @@ def source_of(base: str, filename: str) -> str:
 
 
 @contextmanager
-def mirror_hint(hint: str) -> Iterator[None]:
-    """A DownloadError that could not reach its host gains ``hint`` (how to use a mirror)."""
+def mirror_hint(hint: str, url: str | None = None, env: str | None = None) -> Iterator[None]:
+    """A DownloadError that could not reach its host gains ``hint`` (how to use a mirror),
+    or, when the host came from a setting (``url``: dataset.url; else the variable ``env``),
+    that the setting is set and unreachable: telling a user to set what they have set
+    points nowhere."""
     try:
         yield
     except DownloadError as exc:
         if getattr(exc, "unreachable", False):
-            raise type(exc)(f"{exc}; {hint}") from exc
+            raise type(exc)(f"{exc}; {_setting_hint(hint, url, env)}") from exc
         raise
+
+
+def _setting_hint(hint: str, url: str | None, env: str | None) -> str:
+    if url:
+        return (f"the host is dataset.url's (--url), set to {url}: check it, or remove it "
+                "to download from the dataset's own server")
+    if env and os.environ.get(env):
+        return (f"the host is {env}'s, set to {os.environ[env]}: check it, or unset it to "
+                "download from the dataset's own server")
+    return hint
 
 
 # --- fetch ----------------------------------------------------------------------------------------

@@ -105,7 +105,7 @@ def _convert(cells: np.ndarray, dtype, path: Path, line_numbers: np.ndarray, wha
             for value in values:
                 where = f"{path} line {line_numbers[row]}"
                 try:
-                    np.array(python_type(value)).astype(dtype)
+                    _fits(python_type(value), dtype)
                 except ValueError:
                     hint = (" (an empty field: a separator too many?)" if not str(value)
                             else " (a header? start it with #)" if row == 0 else "")
@@ -115,6 +115,17 @@ def _convert(cells: np.ndarray, dtype, path: Path, line_numbers: np.ndarray, wha
                     raise DataError(f"{where}: {what} {value!s} is out of range for "
                                     f"{np.dtype(dtype).name}") from None
         raise DataError(f"{path}: values out of range for {np.dtype(dtype).name}") from None
+
+
+def _fits(value: float, dtype) -> None:
+    """OverflowError when `value` does not fit `dtype`: compared as a Python int, since numpy
+    casts an object array's 2^63 to int64 by wrapping it round (to -2^63), silently."""
+    if isinstance(value, int):
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max:
+            raise OverflowError(value)
+    else:
+        np.array(value).astype(dtype)
 
 
 def _require_finite(values: np.ndarray | sp.csr_matrix, path: Path,

@@ -92,9 +92,21 @@ class EdgeSplit:
         when undirected), drawn from `rng`: an epoch's training negatives."""
         return draw_non_edges(self.train_keys, self.num_nodes, count, rng, self.undirected)
 
+    def num_non_edges(self) -> int:
+        """How many distinct pairs `sample_negatives` can draw from (u < v when undirected)."""
+        return count_non_edges(self.train_keys, self.num_nodes, self.undirected)
+
     def sizes(self) -> dict[str, int]:
         return {name: getattr(self, name).shape[1] for name in
                 ("train_pos", "val_pos", "val_neg", "test_pos", "test_neg", "train_graph")}
+
+
+def count_non_edges(sorted_keys: np.ndarray, num_nodes: int, undirected: bool) -> int:
+    """Pairs of distinct nodes that are not keys of `sorted_keys` (see `draw_non_edges`)."""
+    n = num_nodes
+    space = n * (n - 1) // (2 if undirected else 1)
+    taken = len(sorted_keys) // (2 if undirected and _has_reverse(sorted_keys, n) else 1)
+    return max(space - taken, 0)
 
 
 def draw_non_edges(sorted_keys: np.ndarray, num_nodes: int, count: int,
@@ -105,11 +117,9 @@ def draw_non_edges(sorted_keys: np.ndarray, num_nodes: int, count: int,
     Each round draws twice the number still missing, rejects self-loops, edges and repeats
     by sorted-key lookups, and keeps the first survivors; a graph too dense to have `count`
     non-edges is refused before drawing."""
-    n = num_nodes
-    space = n * (n - 1) // (2 if undirected else 1)
-    taken = len(sorted_keys) // (2 if undirected and _has_reverse(sorted_keys, n) else 1)
-    if count > space - taken:
-        raise ConfigError(f"the graph has {max(space - taken, 0)} node pairs that are not "
+    n, free = num_nodes, count_non_edges(sorted_keys, num_nodes, undirected)
+    if count > free:
+        raise ConfigError(f"the graph has {free} node pairs that are not "
                           f"edges, fewer than the {count} negatives asked for")
     chosen = np.zeros(0, dtype=np.int64)
     for _ in range(MAX_ROUNDS):

@@ -45,7 +45,7 @@ from mgsparse.data.parts import FORMAT, MANIFEST, LocalPart, load_part, part_dir
 from mgsparse.errors import ConfigError, DataError
 
 __all__ = ["FORMAT", "MANIFEST", "LocalPart", "dataset_identity", "graph_fingerprint",
-           "load_part", "part_dir", "read_manifest", "write_partitions"]
+           "load_part", "metis_available", "part_dir", "read_manifest", "write_partitions"]
 
 
 # ---------------------------------------------------------------- what a partition is made of
@@ -87,9 +87,19 @@ def contiguous_parts(num_nodes: int, parts: int) -> np.ndarray:
     return (np.arange(num_nodes, dtype=np.int64) * parts) // max(num_nodes, 1)
 
 
+def metis_available() -> bool:
+    """Whether pymetis can be imported (METIS parts), without which "metis" falls back to
+    contiguous blocks: the CLI warns of that fallback, or refuses it when asked for METIS."""
+    try:
+        import pymetis  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def metis_parts(adj: sp.csr_matrix, parts: int, seed: int = 0) -> np.ndarray:
     """METIS k-way on the symmetric pattern of `adj` (self loops removed)."""
-    import pymetis  # optional extra `mgsparse[distributed]`
+    import pymetis  # optional: the checkout's `[distributed]` extra
 
     a = sp.csr_matrix(adj, copy=True)
     a = ((a + a.T) != 0).astype(np.int8).tocsr()  # METIS needs both directions

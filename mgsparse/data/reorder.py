@@ -78,7 +78,8 @@ def metis_order(edge_index: np.ndarray, num_nodes: int, block: int = METIS_BLOCK
         import pymetis  # noqa: F401  (asked first: a one-part graph fails the same way)
     except ImportError:
         raise ConfigError("dataset.reorder: metis needs pymetis, which is not installed: "
-                          "pip install 'mgsparse[distributed]'") from None
+                          "pip install pymetis (or pip install -e '.[distributed]' in the "
+                          "mgsparse checkout)") from None
     parts = -(-num_nodes // max(int(block), 1))
     if parts <= 1:
         return np.arange(num_nodes, dtype=np.int64)

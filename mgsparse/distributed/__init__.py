@@ -1,4 +1,4 @@
-"""Partitioned full-graph training over MPI (optional extra `mgsparse[distributed]`).
+"""Partitioned full-graph training over MPI (the checkout's optional `[distributed]` extra).
 
 comm.py: deadline-bounded collectives, abort and stop signals; halo.py: the halo exchange
 op and the local Â operand; train.py: one rank's loss share, gradient sum and evaluation (run by

@@ -3,8 +3,8 @@
 A blocking collective waits forever for a rank that died or hangs. Every call here is the
 nonblocking form (`Ialltoallv`, `Iallreduce`) polled against a deadline: past it, the rank
 raises `DistributedError` naming the collective, and the caller aborts the job
-(`abort_on_error`), which ends every other rank too. mpi4py is imported lazily (it is the
-optional extra `mgsparse[distributed]`).
+(`abort_on_error`), which ends every other rank too. mpi4py is imported lazily (it is in
+the checkout's optional `[distributed]` extra).
 
 Errors are reported once. Before training, every rank runs the same checks (the config, its
 part's files) and then `Comm.agree`s: if any rank failed, every rank raises `JobError` with the
@@ -71,7 +71,8 @@ def mpi() -> Any:
         from mpi4py import MPI
     except ImportError:
         raise DistributedError("distributed training needs mpi4py: "
-                               "pip install 'mgsparse[distributed]'") from None
+                               "pip install mpi4py mpich (or pip install -e '.[distributed]' in "
+                               "the mgsparse checkout)") from None
     return MPI
 
 

@@ -20,7 +20,7 @@ from mgsparse.run.kinds import make_task
 from mgsparse.run.loop import first_step_loss
 from mgsparse.run.task import Progress
 
-INSTALL_GRAPHVIZ = "apt-get install graphviz (macOS: brew install graphviz)"
+INSTALL_GRAPHVIZ = "apt-get install graphviz, or brew install graphviz on macOS"
 RENDER_TIMEOUT_S = 120
 FORMATS = ("svg", "png", "dot")  # dot: the DOT text only, no rendering
 

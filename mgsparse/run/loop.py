@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from mgsparse.config import Config
+from mgsparse.config import Config, ModelConfig
 from mgsparse.engine import Tensor
 from mgsparse.nn.module import Module
 from mgsparse.optim import Optimizer, clip_grad_norm_, step_schedule
@@ -171,7 +171,7 @@ def _epochs(config: Config, task: Task, state: RunState, memory: EpochMemory,
         run.stats.append(stats)
         run.alarms.extend(f"epoch {epoch}: {a}" for a in alarms)
         if not (finite(loss) and finite(grad_norm)):
-            run.status, run.message = "diverged", _diverged(run_index, run.seed, row)
+            run.status, run.message = "diverged", _diverged(run_index, run.seed, row, config)
         else:
             _keep_if_best(run, model, task.metrics, row,  # an over-budget epoch counts too
                           config.train.min_delta)
@@ -218,9 +218,22 @@ def _check_columns(task: Task, scores: Scores) -> None:
                          f"declared metrics {list(task.metrics.names)}")
 
 
-def _diverged(run_index: int, seed: int, row: EpochRow) -> str:
+def _diverged(run_index: int, seed: int, row: EpochRow, config: Config) -> str:
     return (f"run {run_index} (seed {seed}) diverged at epoch {row.epoch}: loss {row.loss:.4g}, "
-            f"gradient norm {row.grad_norm:.4g}; try a lower optim.lr or a train.grad_clip_norm")
+            f"gradient norm {row.grad_norm:.4g}; {_divergence_hint(config)}")
+
+
+def _divergence_hint(config: Config) -> str:
+    """What to change: a lower rate; GCNII's own strengths where set away from their
+    defaults (a large θ makes β_l = log(θ/l + 1) large); a clip only where none is set."""
+    model, clip = config.model, config.train.grad_clip_norm
+    fixes = ["a lower optim.lr"]
+    fixes += [f"model.{k} (now {getattr(model, k):g})" for k in ("theta", "alpha")
+              if model.kind == "gcnii" and getattr(model, k) != getattr(ModelConfig, k)]
+    if clip is None:
+        fixes.append("a train.grad_clip_norm")
+    return "try " + (" or ".join(fixes) if len(fixes) < 3 else
+                     ", ".join(fixes[:-1]) + " or " + fixes[-1])
 
 
 def _finish(run: RunResult, model: Module, task: Task) -> None:

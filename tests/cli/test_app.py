@@ -79,6 +79,18 @@ def test_a_full_device_on_stdout_is_one_line_and_exit_1(tmp_path):
     assert lines == ["error: cannot write the output: No space left on device"], done.stderr
 
 
+@pytest.mark.parametrize("command", [("datasets", "list"), ("gradcheck", "--op", "spmm")])
+def test_a_closed_stdout_is_one_line_and_exit_1(tmp_path, command):
+    """`mgsparse datasets list >&-`: Python starts with no sys.stdout at all (None), which was
+    an AttributeError traceback at the first flush."""
+    done = subprocess.run(["sh", "-c", '"$0" -m mgsparse "$@" >&-', sys.executable, *command],
+                          env={**os.environ, "MGSPARSE_DATA": str(tmp_path)}, cwd=tmp_path,
+                          stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+    assert done.returncode == 1
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines == ["error: cannot write the output: standard output is closed"], done.stderr
+
+
 def test_a_negative_seed_is_a_usage_error_everywhere(cli):
     one_line_error(cli("train", CONFIGS / "karate.yaml", "--set", "train.seed=-1"), 2,
                    "train.seed must be >= 0 (got -1)")

@@ -93,7 +93,8 @@ def test_unreachable_mirror_is_one_line_with_the_hint(cli, offline, monkeypatch)
     monkeypatch.setattr(planetoid, "FETCH_OPTIONS",
                         {"timeout": (1.0, 0.3), "retries": 0, "backoff": 0.0})
     result = cli("datasets", "info", "cora")
-    one_line_error(result, 1, "unreachable", "MGSPARSE_PLANETOID_URL")
+    one_line_error(result, 1, "unreachable", "the host is MGSPARSE_PLANETOID_URL's, set to "
+                   "http://127.0.0.1:", "check it, or unset it")
 
 
 # --- damaged caches, wrong paths, malformed URLs: one line, or a rebuild ------------------------

@@ -98,7 +98,7 @@ def test_a_broken_dense_backward_exits_1(run, monkeypatch):
     monkeypatch.setattr(ops.Mul, "backward", staticmethod(wrong))
     result = run("--op", "engine.mul")
     assert result.exit_code == 1, result.output
-    assert "1 of 1 ops failed: engine.mul" in result.output
+    assert "1 of 1 op failed: engine.mul" in result.output
     verdicts = [line.split()[-1] for line in result.output.splitlines()
                 if line.split() and line.split()[-1] in ("PASS", "FAIL")]
     assert verdicts == ["FAIL", "FAIL"]  # finite differences and scalar

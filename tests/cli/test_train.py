@@ -199,7 +199,7 @@ def test_moons_live_display_summary_outputs_and_memory_report(cli, tmp_path):
 def test_plot_without_matplotlib_is_one_line_before_training(cli, monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     result = cli("train", MOONS, "--plot", tmp_path / "m.png", "--out", tmp_path / "run")
-    one_line_error(result, 1, "pip install 'mgsparse[plot]'")
+    one_line_error(result, 1, "pip install matplotlib")
     assert not (tmp_path / "run").exists()  # nothing was trained
 
 

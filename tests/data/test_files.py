@@ -174,6 +174,16 @@ def test_huge_node_id_names_the_line_instead_of_allocating(tmp_path):
         load_user_graph(too_big)
 
 
+@pytest.mark.parametrize("node_id", [2**63, -(2**63) - 1])
+def test_a_node_id_just_past_int64_names_its_line(tmp_path, node_id):
+    """2^63 overflows int64 by one: numpy's object cast wraps it to -2^63 without a word, so
+    the search for the bad cell found none and the message lost the line."""
+    edges = write(tmp_path / "e.csv", f"0,1\n1,2\n{node_id},2\n")
+    with pytest.raises(DataError, match=rf"e\.csv line 3: node id {node_id} is out of range "
+                                        r"for int64$"):
+        load_user_graph(edges)
+
+
 def test_node_id_bound_grows_with_the_edge_count(tmp_path, monkeypatch):
     monkeypatch.setattr(files, "MIN_INFERRED_NODES", 16)  # small numbers, same rule
     many = 20  # 2 x 20 edges may touch ids up to 39

@@ -101,7 +101,8 @@ def test_metis_is_a_permutation_fixed_by_its_seed_with_each_part_in_file_order()
 def test_metis_without_pymetis_names_the_extra_in_one_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "pymetis", None)  # import pymetis -> ImportError
     with pytest.raises(ConfigError, match=r"^dataset.reorder: metis needs pymetis, which is not "
-                                          r"installed: pip install 'mgsparse\[distributed\]'$"):
+                                          r"installed: pip install pymetis \(or pip install -e "
+                                          r"'\.\[distributed\]' in the mgsparse checkout\)$"):
         node_order(karate_club().edge_index, 34, "metis")
 
 

@@ -1,5 +1,5 @@
 """Distributed GCN under `mpiexec -n K` equals single-process training; a dead, hung or
-signalled rank ends the whole job. Skipped without mpi4py (the extra `mgsparse[distributed]`)."""
+signalled rank ends the whole job. Skipped without mpi4py (the checkout's `[distributed]` extra)."""
 
 from __future__ import annotations
 

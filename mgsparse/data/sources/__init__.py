@@ -64,7 +64,7 @@ from typing import Any, ClassVar
 from mgsparse.catalog import DATASETS
 from mgsparse.data.graph import Graph
 from mgsparse.data.transforms import SPLIT_OPTIONS, SPLITS, apply_normalize, apply_split
-from mgsparse.errors import ConfigError
+from mgsparse.errors import ConfigError, did_you_mean
 
 Progress = Callable[[int, "int | None", str], None]  # see `download.fetch`
 
@@ -116,8 +116,15 @@ def source_for(dataset: str) -> Source:
     """The registered source of a catalog dataset."""
     facts = DATASETS.get(str(dataset).lower())
     if facts is None:
-        raise ConfigError(f"unknown dataset {dataset!r}; known: {', '.join(DATASETS)}")
+        raise unknown_dataset(dataset, DATASETS)
     return SOURCES[facts.source]
+
+
+def unknown_dataset(name: Any, known, what: str = "dataset") -> ConfigError:
+    """``unknown dataset 'coraa'; did you mean 'cora'?``, or the known names when none is
+    close (`errors.closest`, the one suggester of every unknown-name message)."""
+    hint = did_you_mean(name, known)
+    return ConfigError(f"unknown {what} {name!r}" + (hint or f"; known: {', '.join(known)}"))
 
 
 # The registry: every catalog `source` string, once. (Imported here, at the foot, because each

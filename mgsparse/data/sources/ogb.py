@@ -61,7 +61,7 @@ from mgsparse.data import download as dl
 from mgsparse.data.cache import cached_graph, folder_status, resolve_root
 from mgsparse.data.download import recorded_sha256, source_of
 from mgsparse.data.graph import Graph, undirected_edges
-from mgsparse.data.sources import Source, check_split, finish
+from mgsparse.data.sources import Source, check_split, finish, unknown_dataset
 from mgsparse.data.sources.ogb_io import TooLarge, check_declared_sizes, read_csv_gz
 from mgsparse.data.transforms import index_to_mask
 from mgsparse.errors import ConfigError, DataError, InputFileError
@@ -115,7 +115,7 @@ DATASETS: dict[str, OgbSpec] = {s.name: s for s in (
 def check_name(name: str) -> OgbSpec:
     spec = DATASETS.get(str(name).lower())
     if spec is None:
-        raise ConfigError(f"unknown OGB dataset {name!r}; expected one of {', '.join(DATASETS)}")
+        raise unknown_dataset(name, DATASETS, "OGB dataset")
     return spec
 
 
@@ -146,7 +146,7 @@ def download(name: str, root: str | Path | None = None, url: str | None = None,
     base = resolve_url(url)
     source = source_of(base, dest.name)
     recorded = recorded_sha256(dest)
-    with dl.mirror_hint(MIRROR_HINT):
+    with dl.mirror_hint(MIRROR_HINT, url, URL_ENV):
         if recorded is not None:  # the cache, or a fresh download, must be the first archive
             return dl.fetch(source, dest, recorded, progress=progress,
                             max_bytes=spec.max_bytes, **FETCH_OPTIONS)

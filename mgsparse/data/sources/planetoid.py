@@ -33,9 +33,8 @@ from mgsparse.data import download as dl
 from mgsparse.data.cache import ROOT_ENV, cached_graph, folder_status, resolve_root  # noqa: F401
 from mgsparse.data.download import Progress, fetch, source_of
 from mgsparse.data.graph import Graph
-from mgsparse.data.sources import Source, check_split, finish
+from mgsparse.data.sources import Source, check_split, finish, unknown_dataset
 from mgsparse.data.sources.planetoid_io import FILE_KEYS, read_planetoid
-from mgsparse.errors import ConfigError
 
 NAMES = {name: DATASETS[name].title for name in PLANETOID_DATASETS}  # cache folder names
 DEFAULT_URL = "https://github.com/kimiyoung/planetoid/raw/master/data/"
@@ -80,8 +79,7 @@ CHECKSUMS: dict[str, str] = {
 def check_name(name: str) -> str:
     key = str(name).lower()
     if key not in NAMES:
-        raise ConfigError(f"unknown Planetoid dataset {name!r}; expected one of "
-                          f"{', '.join(NAMES)}")
+        raise unknown_dataset(name, NAMES, "Planetoid dataset")
     return key
 
 
@@ -137,7 +135,7 @@ def download(name: str, root: str | Path | None = None, url: str | None = None,
     """Make ``<root>/<Name>/raw/`` hold the eight verified raw files; return that folder."""
     key = check_name(name)
     base, folder = resolve_url(url), raw_dir(key, root)
-    with dl.mirror_hint(MIRROR_HINT):
+    with dl.mirror_hint(MIRROR_HINT, url, URL_ENV):
         for filename, sha256 in known_checksums(key).items():
             fetch(source_of(base, filename), folder / filename, sha256, progress=progress,
                   max_bytes=max_download_bytes(filename), **FETCH_OPTIONS)

@@ -34,11 +34,11 @@ line per node, edge or graph, ids counted from 1::
 What the parse makes of them: ids from 0; edges in the canonical undirected form of
 `graph.undirected_edges` (the files list both directions already, so the count is kept);
 node labels one-hot (per column, ``label - min`` wide ``max - min + 1``, as PyTorch Geometric
-does), attributes appended; a dataset with neither gets one constant feature; graph labels
-mapped to 0..C-1 in sorted order. Edge labels become ``edge_attr`` the same way (one-hot per
-column, edge attributes appended; MUTAG: 7,442 × 4, its four bond types) and the first label
-column, from 0, ``edge_type``; each directed edge keeps its own line's row. README.txt is not
-read.
+does; a column wider than `tu_io.MAX_ONE_HOT`, 1,024, is refused naming the line), attributes
+appended; a dataset with neither gets one constant feature; graph labels mapped to 0..C-1 in
+sorted order. Edge labels become ``edge_attr`` the same way (one-hot per column, edge
+attributes appended; MUTAG: 7,442 × 4, its four bond types) and the first label column, from 0,
+``edge_type``; each directed edge keeps its own line's row. README.txt is not read.
 
 Trust. The collection publishes no checksums, so we trust on first use, as for OGB: the first
 archive is parsed whole and checked against the table above (layout, counts, ids, every edge
@@ -66,7 +66,7 @@ from pathlib import Path
 from mgsparse.data import download as dl
 from mgsparse.data.cache import cached_graphset, folder_status, resolve_root, save_graphset
 from mgsparse.data.graphset import GraphSet
-from mgsparse.data.sources import Source
+from mgsparse.data.sources import Source, unknown_dataset
 from mgsparse.data.sources.tu_io import read_archive
 from mgsparse.errors import ConfigError, DataError, InputFileError
 
@@ -110,7 +110,7 @@ DATASETS: dict[str, TuSpec] = {s.name: s for s in (
 def check_name(name: str) -> TuSpec:
     spec = DATASETS.get(str(name).lower())
     if spec is None:
-        raise ConfigError(f"unknown TU dataset {name!r}; expected one of {', '.join(DATASETS)}")
+        raise unknown_dataset(name, DATASETS, "TU dataset")
     return spec
 
 
@@ -143,7 +143,7 @@ def download(name: str, root: str | Path | None = None, url: str | None = None,
     base = resolve_url(url)
     source = dl.source_of(base, dest.name)
     recorded = dl.recorded_sha256(dest)
-    with dl.mirror_hint(MIRROR_HINT):
+    with dl.mirror_hint(MIRROR_HINT, url, URL_ENV):
         if recorded is not None:  # the cache, or a fresh download, must be the first archive
             return dl.fetch(source, dest, recorded, progress=progress, max_bytes=spec.max_bytes,
                             **FETCH_OPTIONS)
@@ -156,6 +156,9 @@ def download(name: str, root: str | Path | None = None, url: str | None = None,
         if dl.is_remote(base):
             raise
         raise InputFileError(str(exc)) from None  # the user's own folder: theirs to fix
+    except BaseException:  # anything else (memory, Ctrl-C): an unchecked archive is not kept
+        dest.unlink(missing_ok=True)
+        raise
     dl.record_sha256(dest)
     sha256 = dl.recorded_sha256(dest) or ""
     try:

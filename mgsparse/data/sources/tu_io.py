@@ -27,6 +27,9 @@ BYTES_PER_ROW = {"A": 512, "graph_indicator": 16, "graph_labels": 16, "node_labe
                  "node_attributes": 1024, "edge_labels": 64, "edge_attributes": 1024}
 MAX_EDGE_LABEL_SPAN = 1024  # one-hot columns an edge label column may need (TU's: 3 or 4)
 SLACK_BYTES = 1 << 16
+# Columns one node-label column may one-hot into (max - min + 1): DD, the widest real set,
+# needs 89; 1,024 keeps a damaged label from asking for more than 4 KiB a node.
+MAX_ONE_HOT = 1024
 _READ_ERRORS = (zipfile.BadZipFile, OSError, EOFError, zlib.error, NotImplementedError)
 
 
@@ -173,17 +176,31 @@ def graph_labels(labels: np.ndarray, num_classes: int, where: str, title: str) -
     return y.astype(np.int64).ravel()
 
 
-def one_hot(labels: np.ndarray) -> np.ndarray:
+def one_hot(labels: np.ndarray, where: str = "node labels") -> np.ndarray:
     """(N, k) integer node labels -> (N, sum of widths) float32, column by column, each
-    ``label - min`` in a block ``max - min + 1`` wide (PyTorch Geometric's encoding)."""
+    ``label - min`` in a block ``max - min + 1`` wide (PyTorch Geometric's encoding). A block
+    wider than `MAX_ONE_HOT` is refused naming the line of the outlying label: the widest
+    real one is DD's 89, and one label of 10^12 would ask for terabytes."""
     blocks = []
     for column in labels.T:  # a few columns at most, never a loop over nodes
         shifted = column - column.min() if column.size else column
         width = int(shifted.max()) + 1 if column.size else 0
+        if width > MAX_ONE_HOT:
+            raise DataError(_too_wide(column, width, where))
         block = np.zeros((column.size, width), dtype=np.float32)
         block[np.arange(column.size), shifted] = 1.0
         blocks.append(block)
     return np.concatenate(blocks, axis=1)
+
+
+def _too_wide(column: np.ndarray, width: int, where: str) -> str:
+    """The line of whichever extreme label lies farther from the median (the outlier)."""
+    median = float(np.median(column))
+    high, low = int(np.argmax(column)), int(np.argmin(column))
+    k = high if column[high] - median >= median - column[low] else low
+    return (f"{where} line {k + 1}: node label {column[k]} makes the one-hot encoding "
+            f"{width:,} columns wide (labels {column.min()}..{column.max()}); at most "
+            f"{MAX_ONE_HOT:,} are accepted")
 
 
 # --- the whole archive ------------------------------------------------------------------------
@@ -268,7 +285,7 @@ def features(node_labels, attributes, spec, labels_where: str, attr_where: str) 
     parts = []
     if node_labels is not None:
         _count(node_labels, spec.num_nodes, labels_where, "nodes", spec.title)
-        parts.append(one_hot(node_labels))
+        parts.append(one_hot(node_labels, labels_where))
     if attributes is not None:
         _count(attributes, spec.num_nodes, attr_where, "nodes", spec.title)
         bad = np.flatnonzero(~np.isfinite(attributes).all(axis=1))

@@ -33,6 +33,7 @@ from mgsparse.config import Config, DatasetConfig
 from mgsparse.data import Graph, user
 from mgsparse.data.links import EdgeSplit, split_edges
 from mgsparse.engine import Tensor, no_grad
+from mgsparse.errors import ConfigError
 from mgsparse.nn import functional as F
 from mgsparse.nn.decode import InnerProductDecoder, MLPDecoder
 from mgsparse.nn.gae import GAE, VGAE, full_reconstruction_loss
@@ -91,6 +92,11 @@ class LinkTask(Task):
                  budget: int | None = None):
         link = config.link
         self.config, self.name, self.budget, self.dtype = config, graph.name, budget, dtype
+        if graph.edge_weight is not None:  # the encoders below read a 0/1 training graph
+            raise ConfigError(f"task: link would ignore edge weights, and {graph.name}'s "
+                              "edges carry weights (a third column in dataset.edges): link "
+                              "prediction holds out and scores unweighted edges; drop the "
+                              "column")
         self.split: EdgeSplit = split_edges(graph.edge_index, graph.num_nodes, link.val,
                                             link.test, link.seed, link.undirected)
         training = dataclasses.replace(graph, edge_index=self.split.train_graph,
@@ -105,6 +111,13 @@ class LinkTask(Task):
         self.y = np.asarray(graph.y, np.int64)  # node labels, for the embedding's picture
         self.num_classes = int(graph.num_classes)
         self.num_negatives = max(1, round(link.neg_ratio * sizes["train_pos"]))
+        free = self.split.num_non_edges()
+        if link.negatives == "sampled" and self.num_negatives > free:
+            raise ConfigError(f"link.neg_ratio {link.neg_ratio:g} asks for "
+                              f"{self.num_negatives:,} non-edges a step, but {graph.name}'s "
+                              f"training graph has {free:,} (neg_ratio at most "
+                              f"{free / sizes['train_pos']:.3g}); lower link.neg_ratio, or set "
+                              "link.negatives: all to score every pair")
         self.metrics = link_metrics(link.hits_k)
 
     @property

@@ -12,6 +12,7 @@ once, of one probe model, while the task is made.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,20 +41,42 @@ EXTRA_METRICS = {"f1": ("f1", "macro-F1"), "auc": ("auc", "ROC-AUC (one-vs-rest)
 def node_metrics(extra: tuple[str, ...] | None) -> TaskMetrics:
     """Classification's declaration, plus `train.metrics` (f1: macro-F1, auc: ROC-AUC one vs
     rest) on the validation and test rows; unchanged without them, so default files are."""
+    return with_extra_metrics(ACCURACY_METRICS, extra)
+
+
+def with_extra_metrics(base: TaskMetrics, extra: tuple[str, ...] | None) -> TaskMetrics:
+    """`base` (a classification's declaration: node or graph) with `train.metrics`' columns
+    on the validation and test split, their test mean and std in the summary, the
+    validation ones live; `base` itself without them."""
     if not extra:
-        return ACCURACY_METRICS
-    base = ACCURACY_METRICS
+        return base
     added = tuple(Metric(f"{split}_{name}", True, short=f"{split[0]}.{short}",
                          label=f"{split} {label}")
                   for name in extra for short, label in [EXTRA_METRICS[name]]
                   for split in ("val", "test"))
-    return TaskMetrics(
-        columns=base.columns + added, select=base.select,
+    return dataclasses.replace(
+        base, columns=base.columns + added,
         summary=base.summary + tuple(f"test_{n}_{k}" for n in extra for k in ("mean", "std")),
         per_run=base.per_run + tuple(m.column for m in added),
         live=base.live + tuple(f"val_{n}" for n in extra),
         legend=base.legend + "".join(f" · v.{EXTRA_METRICS[n][0]}: val {EXTRA_METRICS[n][1]}"
                                      for n in extra))
+
+
+def extra_scores(extra: tuple[str, ...], z: np.ndarray, pred: np.ndarray, y: np.ndarray,
+                 rows: dict[str, np.ndarray]) -> dict[str, float]:
+    """`train.metrics` on each split's rows of logits `z`: macro-F1 of the argmax `pred`,
+    ROC-AUC (one vs rest) of the softmax probabilities (NaN where a split holds one class)."""
+    if "auc" in extra:
+        p = np.exp(z - z.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+    scores = {}
+    for split, r in rows.items():
+        if "f1" in extra:
+            scores[f"{split}_f1"] = macro_f1(y[r], pred[r])
+        if "auc" in extra:
+            scores[f"{split}_auc"] = _auc(y[r], p[r])
+    return scores
 
 
 def operand_read(config: Config) -> str | None:
@@ -200,19 +223,8 @@ class NodeTask(Task):
 
     def _extra_scores(self, z: np.ndarray, pred: np.ndarray, y: np.ndarray,
                       rows: dict[str, np.ndarray]) -> dict[str, float]:
-        """`train.metrics` on the validation and test rows: macro-F1 of the argmax, ROC-AUC
-        (one vs rest) of the softmax probabilities."""
-        extra = self.config.train.metrics or ()
-        if "auc" in extra:
-            p = np.exp(z - z.max(axis=1, keepdims=True))
-            p /= p.sum(axis=1, keepdims=True)
-        scores = {}
-        for split, r in rows.items():
-            if "f1" in extra:
-                scores[f"{split}_f1"] = macro_f1(y[r], pred[r])
-            if "auc" in extra:
-                scores[f"{split}_auc"] = _auc(y[r], p[r])
-        return scores
+        """`train.metrics` on the validation and test rows (`extra_scores`)."""
+        return extra_scores(self.config.train.metrics or (), z, pred, y, rows)
 
 
 def _auc(y: np.ndarray, p: np.ndarray) -> float:

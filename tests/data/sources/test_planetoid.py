@@ -226,15 +226,29 @@ class _Payload:
 
 
 def test_unreachable_network_says_how_to_use_a_mirror(tiny_dataset, tmp_path, fast_fetch,
-                                                      only_verified):
+                                                      only_verified, monkeypatch):
+    """The canonical server unreachable: how to use a mirror. A mirror the user set that is
+    unreachable: that it is set, to what, and to check or unset it (not to set it)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    dead = f"http://127.0.0.1:{port}/"
+    monkeypatch.delenv(planetoid.URL_ENV, raising=False)
+    monkeypatch.setattr(planetoid, "DEFAULT_URL", dead)
     with pytest.raises(DownloadError) as info:
-        planetoid.load("tiny", root=tmp_path, url=f"http://127.0.0.1:{port}/")
+        planetoid.load("tiny", root=tmp_path)
     message = str(info.value)
-    assert "unreachable" in message and planetoid.URL_ENV in message and "dataset.url" in message
-    assert "\n" not in message
+    assert "unreachable" in message and message.endswith(planetoid.MIRROR_HINT)
+    assert planetoid.URL_ENV in message and "dataset.url" in message and "\n" not in message
+    with pytest.raises(DownloadError) as info:
+        planetoid.load("tiny", root=tmp_path, url=dead)
+    assert str(info.value).endswith(f"; the host is dataset.url's (--url), set to {dead}: check "
+                                    "it, or remove it to download from the dataset's own server")
+    monkeypatch.setenv(planetoid.URL_ENV, dead)
+    with pytest.raises(DownloadError) as info:
+        planetoid.load("tiny", root=tmp_path)
+    assert str(info.value).endswith(f"; the host is {planetoid.URL_ENV}'s, set to {dead}: check "
+                                    "it, or unset it to download from the dataset's own server")
     only_verified(tmp_path / "Tiny" / "raw", {})
 
 

@@ -162,6 +162,12 @@ DAMAGE = {
     "oversized member": ({"graph_labels": lines(GRAPH_LABELS) + b" " * 70_000},
                          WHERE + r"graph_labels\.txt: 70,\d+ bytes, more than the 65,584 it "
                          r"can hold; refused"),
+    "node label 10^12": ({"node_labels": lines([*NODE_LABELS[:6], 10**12, *NODE_LABELS[7:]])},
+                         WHERE + r"node_labels\.txt line 7: node label 1000000000000 makes the "
+                         r"one-hot encoding 999,999,999,999 columns wide \(labels "
+                         r"2\.\.1000000000000\); at most 1,024 are accepted"),
+    "node label -10^12": ({"node_labels": lines([-10**12, *NODE_LABELS[1:]])},
+                          WHERE + r"node_labels\.txt line 1: node label -1000000000000"),
     "not ascii": ({"node_labels": lines(NODE_LABELS[:4]) + "\u00e9\n".encode()
                    + lines(NODE_LABELS[5:])},
                   WHERE + r"node_labels\.txt line 5: not ASCII text"),
@@ -186,6 +192,33 @@ def test_a_damaged_download_is_one_data_error_and_nothing_is_kept(name, tiny, se
     assert "\n" not in str(info.value)
     assert kept(root) == []  # no archive, no checksum, no .npz
     assert not (tmp_path / "x").exists() and not (root / "x").exists()
+
+
+def test_a_huge_node_label_leaves_nothing_and_a_good_mirror_then_works(tiny, serve_folder,
+                                                                       cli):
+    """A label of 10^12 once asked numpy for a (9, 10^12) one-hot (a MemoryError traceback)
+    and left the zip in the cache unrecorded, so every later command failed the same way."""
+    root, mirror = tiny
+    put(mirror, damaged_zip(DAMAGE["node label 10^12"][0]))
+    url, _ = serve_folder(mirror)
+    one_line_error(cli("datasets", "download", "tiny", "--url", url), 1,
+                   "TINY.zip:TINY/TINY_node_labels.txt line 7: node label 1000000000000")
+    assert kept(root) == []
+    put(mirror, zip_bytes(tiny_members()))  # the mirror is mended: the next command works
+    assert cli("datasets", "download", "tiny", "--url", url).exit_code == 0
+    assert tu.load("tiny", url=url).num_features == 3
+
+
+def test_an_error_other_than_a_data_error_keeps_nothing_either(tiny, monkeypatch):
+    _, mirror = tiny
+    put(mirror, zip_bytes(tiny_members()))
+
+    def exhausted(*args):
+        raise MemoryError("no room")
+    monkeypatch.setattr(tu, "read_archive", exhausted)
+    with pytest.raises(MemoryError):
+        tu.load("tiny", url=str(mirror))
+    assert kept(tiny[0]) == []
 
 
 def test_a_truncated_zip_is_refused(tiny, serve_folder):
