@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from mgsparse.cli.render import err_console, warn
+from mgsparse.cli.render import err_console, run_title, warn
 from mgsparse.run.task import ACCURACY_METRICS, TaskMetrics
 
 # Short headers so the table fits an 80-column terminal; the caption spells them out. The
@@ -92,7 +92,7 @@ class TrainDisplay:
         return Group(*parts, self.progress)
 
     def table(self, shown: tuple[str, ...], rows: int) -> Table:
-        table = Table(title=f"{self.config.model.kind.upper()} on {self.config.dataset.name}",
+        table = Table(title=run_title(self.config),
                       title_justify="left",
                       box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False)
         every = columns(self.metrics, self.lr)

@@ -55,16 +55,31 @@ def _mb(num_bytes: int) -> str:
     return f"{num_bytes / MB:.2f} MB"
 
 
+def run_title(config) -> str:
+    """What a run trains, for every title (live table, summary, pictures): the model on the
+    dataset; a link run names its auto-encoder, the encoder and the task."""
+    kind, name = config.model.kind.upper(), config.dataset.name
+    if config.task == "link":
+        autoencoder = "VGAE" if config.link.variational else "GAE"
+        return f"{autoencoder} ({kind} encoder) on {name}, link prediction"
+    return f"{kind} on {name}"
+
+
+def run_unit(config) -> str:
+    """"fold" for a k-fold series (run i is fold i), else "run"."""
+    return "fold" if config.train.folds else "run"
+
+
 def summary_table(result: TrainResult) -> Table:
     """The end-of-training table: the task's summary scores (mean ± std over runs), time,
     memory, placement."""
     s = result.summary()
     cfg = result.config
-    table = Table(title=f"{cfg.model.kind.upper()} on {cfg.dataset.name}: summary", show_header=False)
+    table = Table(title=f"{run_title(cfg)}: summary", show_header=False)
     table.add_column("", style="bold")
     table.add_column("")
     last_seed = cfg.train.seed + max(s.runs, 1) - 1
-    table.add_row("runs", f"{s.runs} (seeds {cfg.train.seed}..{last_seed})")
+    table.add_row(f"{run_unit(cfg)}s", f"{s.runs} (seeds {cfg.train.seed}..{last_seed})")
     for label, value in summary_rows(result.metrics, s.scores, s.runs, s.paper_test_acc):
         table.add_row(label, value)
     for column, values in s.folds.items():  # k-fold: every fold's figure
@@ -115,7 +130,8 @@ def evaluate_table(run_dir, rows: list[SavedRunScores]) -> Table:
     table = Table(title=f"evaluate {run_dir}")
     metrics = rows[0].metrics if rows else ACCURACY_METRICS
     shown = [*metrics.per_run, *(c for c in metrics.names if c not in metrics.per_run)]
-    for col in ("run", "seed", *(c.replace("_", " ") for c in shown)):
+    unit = "fold" if rows and rows[0].fold is not None else "run"  # k-fold: run i is fold i
+    for col in (unit, "seed", *(c.replace("_", " ") for c in shown)):
         table.add_column(col, justify="right")
     for r in rows:
         table.add_row(str(r.run), str(r.seed),

@@ -314,7 +314,7 @@ def evaluate(
     except MgsparseError as e:
         fail(e)
     if as_json:
-        typer.echo(json.dumps([{"run": r.run, "seed": r.seed, **r.scores}
-                               for r in rows]))
+        typer.echo(json.dumps([{"run": r.run, **({} if r.fold is None else {"fold": r.fold}),
+                                "seed": r.seed, **r.scores} for r in rows]))
         return
     out.print(evaluate_table(run_dir, rows))

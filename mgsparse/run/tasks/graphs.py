@@ -111,6 +111,7 @@ class GraphClassificationTask(Task):
     """Graph classification on a `GraphSet`: batches of graphs, splits or folds (module)."""
 
     metrics = GRAPH_METRICS
+    embedding_name = "pooled graph readouts"  # what the picture of `embedding` projects
 
     def __init__(self, config: Config, graphs: GraphSet, dtype: Any = np.float32,
                  budget: int | None = None):

@@ -48,12 +48,13 @@ EVAL_SPLITS = ("val", "test")
 
 def link_metrics(hits_k: int | None = None) -> TaskMetrics:
     """val_loss, val/test AUC and AP (and Hits@K with `hits_k`); the best epoch has the highest
-    validation AUC; the summary gives the test scores' mean and std, then validation's."""
+    validation AUC; the summary gives the test scores' mean and std, then validation's. The
+    scores are fractions in the files and percentages on screen, as the papers quote them."""
     names = ["auc", "ap"] + ([f"hits{hits_k}"] if hits_k else [])
     label = {"auc": "AUC", "ap": "AP", f"hits{hits_k}": f"Hits@{hits_k}"}
     columns = [Metric("val_loss", False, short="v.loss", label="val loss")]
-    columns += [Metric(f"{s}_{n}", True, short=f"{s} {label[n]}", label=f"{s} {label[n]}")
-                for s in EVAL_SPLITS for n in names]
+    columns += [Metric(f"{s}_{n}", True, percent=True, short=f"{s} {label[n]}",
+                       label=f"{s} {label[n]}") for s in EVAL_SPLITS for n in names]
     summary = tuple(f"test_{n}_{k}" for n in names for k in ("mean", "std"))
     return TaskMetrics(
         columns=tuple(columns), select="val_auc",
