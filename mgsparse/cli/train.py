@@ -150,7 +150,8 @@ def train(
             warn(event.message)
         if checkpoints is not None and resume is None:
             checkpoints.discard()  # an older series' checkpoint is not this run's
-        display = TrainDisplay(config, task.densities, not (quiet or as_json), task.metrics)
+        display = TrainDisplay(config, task.densities, not (quiet or as_json), task.metrics,
+                               out_dir / "epochs.csv" if out_dir is not None else None)
         with _signals_end_epoch() as signals:
             result, aborted = _fit(config, task, display, signals, writer, checkpoints)
             _end_checkpoints(checkpoints, result, aborted)
