@@ -25,7 +25,7 @@ def partition(
     parts: int = typer.Option(..., "--parts", min=1, help="Number of parts: the ranks of mpiexec -n"),
     out_dir: Path = typer.Option(..., "--out", help="Folder to write the parts and manifest.json in"),
     method: Method = typer.Option(Method.metis, "--method", help="metis or contiguous"),
-    set_: list[str] = typer.Option([], "--set", help="Override a key: --set dataset.num_nodes=10000"),
+    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="Override a key: --set dataset.num_nodes=10000"),
 ) -> None:
     """Partition the graph for `mpiexec -n K mgsparse train CONFIG --partitions DIR`."""
     try:
