@@ -280,17 +280,19 @@ def info_table(info: dict) -> Table:
     table = Table(title=f"{info['name']}", show_header=False)
     table.add_column("property", style="bold")
     table.add_column("value", justify="right")
-    labels = "  ".join(f"{c}: {n}" for c, n in enumerate(info["label_counts"]))
+    # counts with thousands separators, densities as percentages (as the live table and the
+    # summary print them), a class and its count kept on one line ("3:818": a line may break between pairs only)
+    labels = "  ".join(f"{c}:{n:,}" for c, n in enumerate(info["label_counts"]))
     rows = [
-        ("nodes", f"{info['nodes']}"),
-        ("edges (directed)", f"{info['edges']}"),
-        ("features", f"{info['features']}"),
+        ("nodes", f"{info['nodes']:,}"),
+        ("edges (directed)", f"{info['edges']:,}"),
+        ("features", f"{info['features']:,}"),
         ("feature storage", info["feature_storage"]),
-        ("classes", f"{info['classes']}"),
-        ("adjacency nnz ratio", f"{info['adjacency_nnz_ratio']:.3e}"),
-        ("feature nnz ratio", f"{info['feature_nnz_ratio']:.3e}"),
-        ("split train/val/test", f"{info['train']}/{info['val']}/{info['test']}"),
-        ("unlabeled nodes", f"{info['unlabeled']}"),
+        ("classes", f"{info['classes']:,}"),
+        ("adjacency density", f"{info['adjacency_nnz_ratio']:.2%}"),
+        ("feature density", f"{info['feature_nnz_ratio']:.2%}"),
+        ("split train/val/test", f"{info['train']:,}/{info['val']:,}/{info['test']:,}"),
+        ("unlabeled nodes", f"{info['unlabeled']:,}"),
         ("label counts", labels),
     ]
     for key, value in rows:
