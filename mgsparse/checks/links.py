@@ -9,8 +9,8 @@
   generator reset before every call (each finite difference sees the same ε), its scores
   plus KL / N, so the KL term's gradient is checked too;
 - `nn.gae_mlp_decoder`: the encoder with the MLP decoder on z_u ⊙ z_v;
-- `nn.full_reconstruction`: Kipf's loss over every entry of Z Zᵀ, the positives a symmetric
-  pair and every self-loop, against the scalar reference entry by entry.
+- `nn.full_reconstruction`: Kipf's loss over every entry of Z Zᵀ, the graph a symmetric pair
+  (the targets it and every self-loop), against the scalar reference entry by entry.
 """
 
 from __future__ import annotations
@@ -40,18 +40,18 @@ def _scalar_pair_dot(z: np.ndarray, pairs: np.ndarray) -> np.ndarray:
                     dtype=object)
 
 
-def _positives(n: int) -> np.ndarray:
-    """Every self-loop and, with two nodes or more, the pair {0, 1} both ways."""
-    loops = np.arange(n)
-    extra = [[0, 1], [1, 0]] if n > 1 else [[], []]
-    return np.concatenate([np.stack([loops, loops]), np.array(extra, dtype=np.int64)], axis=1)
+def _edges(n: int) -> np.ndarray:
+    """The pair {0, 1} both ways (n ≥ 3): the graph A of the full reconstruction."""
+    return np.array([[0, 1], [1, 0]], dtype=np.int64)
 
 
-def _scalar_full_reconstruction(z: np.ndarray, positives: np.ndarray):
-    """norm · mean_ij [w·y·softplus(−L_ij) + (1 − y)·softplus(L_ij)], from Values."""
+def _scalar_full_reconstruction(z: np.ndarray, edges: np.ndarray):
+    """norm · mean_ij [w·y·softplus(−L_ij) + (1 − y)·softplus(L_ij)], from Values: targets
+    y = A + I, w and norm from the E edges of A, as Kipf's code weighs them."""
     n = z.shape[0]
-    pos = set(zip(*positives.tolist()))
-    weight = (n * n - len(pos)) / len(pos)
+    edge_set = set(zip(*edges.tolist()))
+    pos = edge_set | {(i, i) for i in range(n)}
+    weight = (n * n - len(edge_set)) / len(edge_set)
     terms = []
     for i in range(n):
         for j in range(n):
@@ -60,7 +60,7 @@ def _scalar_full_reconstruction(z: np.ndarray, positives: np.ndarray):
                 terms.append(weight * (1 + (-logit).exp()).log())
             else:
                 terms.append((1 + logit.exp()).log())
-    norm = n * n / (2.0 * (n * n - len(pos)))
+    norm = n * n / (2.0 * (n * n - len(edge_set)))
     return sum(terms[1:], terms[0]) * (norm / (n * n))
 
 
@@ -105,6 +105,6 @@ CASES: list[Case] = [
     autoencoder("gae", "gae"),
     autoencoder("vgae", "vgae"),
     autoencoder("gae_mlp_decoder", "mlp"),
-    op("full_reconstruction", lambda r, n, m: (normal(r, (max(n, 3), m)), _positives(max(n, 3))),
+    op("full_reconstruction", lambda r, n, m: (normal(r, (max(n, 3), m)), _edges(max(n, 3))),
        full_reconstruction_loss, _scalar_full_reconstruction, group="nn"),
 ]

@@ -46,7 +46,7 @@ def _check_outputs(json_path: Path | None, plot_path: Path | None) -> None:
 
 
 def bench(
-    dense_vs_sparse: bool = typer.Option(False, "--dense-vs-sparse",
+    dense_vs_sparse: bool = typer.Option(False, "--dense-vs-sparse", metavar="",
                                          help="Time and trace the GCN whole-graph step, "
                                          "sparse vs dense (and the receptive-field step when "
                                          "the config trains on one)."),
@@ -54,7 +54,7 @@ def bench(
                                           "the first in `mgsparse datasets list`)"),
     config_path: Path | None = typer.Option(None, "--config", help="YAML config (model, "
                                                "optimizer, dataset settings)"),
-    set_: list[str] = typer.Option([], "--set", help="Override a key: --set model.hidden=64"),
+    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="Override a key: --set model.hidden=64"),
     repeat: int = typer.Option(20, "--repeat", help="Timed steps per representation"),
     warmup: int = typer.Option(3, "--warmup", help="Untimed steps before timing"),
     scale: str | None = typer.Option(None, "--scale", help="Sweep node counts, e.g. "

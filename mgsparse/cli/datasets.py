@@ -67,12 +67,12 @@ def graphset_table(info: dict) -> Table:
     table.add_column("property", style="bold")
     table.add_column("value", justify="right")
     nodes, edges = info["nodes_per_graph"], info["edges_per_graph"]
-    balance = "  ".join(f"{c}: {n} ({share:.1%})" for c, (n, share) in
+    balance = "  ".join(f"{c}: {n:,} ({share:.1%})" for c, (n, share) in
                         enumerate(zip(info["class_counts"], info["class_balance"], strict=True)))
     for key, value in (
-            ("graphs", f"{info['graphs']}"),
-            ("nodes", f"{info['nodes']}"),
-            ("edges (directed)", f"{info['edges']}"),
+            ("graphs", f"{info['graphs']:,}"),
+            ("nodes", f"{info['nodes']:,}"),
+            ("edges (directed)", f"{info['edges']:,}"),
             ("nodes per graph (mean/min/max)",
              f"{nodes['mean']:.1f} / {nodes['min']} / {nodes['max']}"),
             ("edges per graph (mean/min/max)",

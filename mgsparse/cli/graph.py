@@ -27,7 +27,8 @@ def graph(
                                   help="Where to write the DOT text (its folders are created)"),
     fmt: Format = typer.Option(Format.svg, "--format",
                                help="Also render next to it with Graphviz (svg, png), or dot: DOT only"),
-    set_: list[str] = typer.Option([], "--set", help="Override a key: --set model.hidden=8 (repeatable)"),
+    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE",
+                                   help="Override a key: --set model.hidden=8 (repeatable)"),
     max_nodes: int = typer.Option(5000, "--max-nodes", min=1,
                                   help="Above this many values, write a summary of op counts instead"),
 ) -> None:

@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from mgsparse.cli.render import err_console, warn
+from mgsparse.cli.render import err_console, run_title, warn
 from mgsparse.run.task import ACCURACY_METRICS, TaskMetrics
 
 # Short headers so the table fits an 80-column terminal; the caption spells them out. The
@@ -18,7 +18,7 @@ from mgsparse.run.task import ACCURACY_METRICS, TaskMetrics
 CAPTION_REST = ("‖g‖: gradient norm before clipping · Â/X nnz: stored entries of the "
                 "adjacency/features over rows·cols · MB: held by the run (operands, parameters, "
                 "optimizer state) · peak: MB + the epoch's traced peak · ms: epoch time")
-MAX_ROWS = 20  # older rows scroll away; the summary keeps what matters
+MAX_ROWS = 20  # a log file (no height) gets the last 20 rows; a terminal as many as fit
 # On a narrow terminal, columns are left out in this order (the caption names them) until
 # every cell left is shown whole; run, epoch, loss and the task's scores stay.
 DROP_ORDER = ("X nnz", "Â nnz", "peak", "‖g‖", "MB", "ms")
@@ -42,8 +42,9 @@ class TrainDisplay:
     """Renders `fit`'s per-epoch callback; a no-op when disabled (--quiet, --json)."""
 
     def __init__(self, config, densities: dict[str, float], enabled: bool = True,
-                 metrics: TaskMetrics = ACCURACY_METRICS):
+                 metrics: TaskMetrics = ACCURACY_METRICS, epochs_file=None):
         self.enabled = enabled
+        self.epochs_file = epochs_file  # where every epoch is kept (--out), named by the marker
         self.config = config
         self.metrics = metrics
         self.lr = config.optim.schedule != "none"  # a column only when a schedule moves it
@@ -89,6 +90,8 @@ class TrainDisplay:
         """The table of the last `rows` rows in the columns `shown`, its caption (naming the
         columns the width left out), the sampling line and the progress bar."""
         parts: list = [self.table(shown, rows)]
+        if rows < len(self.rows):
+            parts.insert(0, Text(self.earlier_note(len(self.rows) - rows), style="dim"))
         if with_caption:
             hidden = [c for c in columns(self.metrics, self.lr) if c not in shown and c != "run"]
             ratios = (f" (Â nnz {self.ratios[0]}, X nnz {self.ratios[1]})"
@@ -99,8 +102,15 @@ class TrainDisplay:
             parts.append(Text(self.sampling))
         return Group(*parts, self.progress)
 
+    def earlier_note(self, left_out: int) -> str:
+        """The marker above a table that left out its oldest rows: how many, and where every
+        epoch is kept."""
+        kept = (f"all are in {self.epochs_file}" if self.epochs_file is not None
+                else "--out DIR keeps them all in DIR/epochs.csv")
+        return f"↑ {left_out} earlier row{'s' * (left_out != 1)} not shown; {kept}"
+
     def table(self, shown: tuple[str, ...], rows: int) -> Table:
-        table = Table(title=f"{self.config.model.kind.upper()} on {self.config.dataset.name}",
+        table = Table(title=run_title(self.config),
                       title_justify="left",
                       box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False)
         every = columns(self.metrics, self.lr)
@@ -112,12 +122,14 @@ class TrainDisplay:
             table.add_row(*(row[i] for i in keep))
         return table
 
-    def shown_columns(self, console: Console, options: ConsoleOptions) -> tuple[str, ...]:
-        """The columns whose cells all fit the width whole: the run column only when there
-        are runs, then columns left out in `DROP_ORDER` until the table's widest row fits."""
+    def shown_columns(self, console: Console, options: ConsoleOptions,
+                      most: int = MAX_ROWS) -> tuple[str, ...]:
+        """The columns whose cells all fit the width whole (over the last `most` rows, all
+        that can be shown): the run column only when there are runs, then columns left out
+        in `DROP_ORDER` until the table's widest row fits."""
         shown = [c for c in columns(self.metrics, self.lr)
                  if c != "run" or self.runs > 1]
-        rows, unbounded = min(MAX_ROWS, len(self.rows)), options.update_width(10**6)
+        rows, unbounded = min(most, len(self.rows)), options.update_width(10**6)
         for dropped in (None, *DROP_ORDER):
             if dropped in shown:
                 shown.remove(dropped)
@@ -153,21 +165,24 @@ class TrainDisplay:
 class _Frame:
     """The display laid out for the console it is drawn on, asked again at every refresh (a
     resized terminal gets a new layout): columns left out by `TrainDisplay.shown_columns` so
-    that no cell is cut, and on a terminal the oldest rows (then the caption) left out so that
-    the table, caption and progress bar fit its height, where rich would otherwise hide the
-    bottom, the progress bar, behind "..."."""
+    that no cell is cut, and on a terminal as many of the newest rows as its height holds
+    with the caption and the progress bar (then the caption left out too), where rich would
+    otherwise hide the bottom, the progress bar, behind "...". Rows left out are counted by
+    a marker line above the table that names where every epoch is kept."""
 
     def __init__(self, display: TrainDisplay):
         self.display = display
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         d = self.display
-        shown = d.shown_columns(console, options)
-        most = min(MAX_ROWS, len(d.rows))
         if not options.is_terminal:  # a log file has no height: the last MAX_ROWS rows
-            yield d.group(shown, most, True)
+            most = min(MAX_ROWS, len(d.rows))
+            yield d.group(d.shown_columns(console, options, most), most, True)
             return
         room = options.size.height - 1  # a line for the cursor
+        shown = d.shown_columns(console, options, room)
+        fixed = len(console.render_lines(d.group(shown, 0, True), options, pad=False))
+        most = min(len(d.rows), max(room - fixed, 0) + 1)  # a row is a line (cells never wrap)
         tries = [(n, True) for n in range(most, 0, -1)] + [(n, False) for n in range(most, -1, -1)]
         for rows, with_caption in tries:
             frame = d.group(shown, rows, with_caption)

@@ -31,7 +31,8 @@ def partition(
     method: Method | None = typer.Option(
         None, "--method", help="metis (needs pymetis) or contiguous; by default metis, or "
         "contiguous blocks with a warning when pymetis is not installed"),
-    set_: list[str] = typer.Option([], "--set", help="Override a key: --set dataset.num_nodes=10000"),
+    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE",
+                                   help="Override a key: --set dataset.num_nodes=10000"),
 ) -> None:
     """Partition the graph for `mpiexec -n K mgsparse train CONFIG --partitions DIR`."""
     try:

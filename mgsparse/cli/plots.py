@@ -23,6 +23,7 @@ import numpy as np
 
 from mgsparse.bench.sweep import FIT_MIN_NNZ, SweepResult
 from mgsparse.cli.outputs import PICTURES, make_parents, remove_empty
+from mgsparse.cli.render import run_title
 from mgsparse.errors import ConfigError, DataError, MgsparseError
 from mgsparse.run.monitor import MB
 from mgsparse.run.results import RunResult, TrainResult
@@ -171,7 +172,8 @@ def _draw_embedding(ax: Any, task: Any, hidden: np.ndarray, run: RunResult,
     for c in range(task.num_classes):
         mask = labelled & (task.y == c)
         ax.scatter(*points[mask].T, s=4, color=COLORS[c % len(COLORS)], label=f"class {c}")
-    ax.scatter(*points[~labelled].T, s=4, color="lightgrey", label="no label")
+    if not labelled.all():  # a legend entry only for nodes that are there
+        ax.scatter(*points[~labelled].T, s=4, color="lightgrey", label="no label")
     what = getattr(task, "embedding_name", "last hidden layer")  # a link task's: Z
     ax.set(xlabel="PC 1", ylabel="PC 2",
            title=f"{what} (PCA), {'' if fold is None else f'fold {fold}, '}seed {run.seed}: "
@@ -210,7 +212,7 @@ def _draw_boundary(ax: Any, task: PointTask, run: RunResult, metrics: TaskMetric
         ax.scatter(*X_test[y_test == c].T, s=28, color=colors[c], marker="x",
                    label=f"test, class {c}")
     m = metrics.metric(metrics.summary_columns[0])
-    ax.set_title(f"{config.model.kind.upper()} on {config.dataset.name}: {m.label} "
+    ax.set_title(f"{run_title(config)}: {m.label} "
                  f"{m.format(run.scores.get(m.column, 0.0), digits=1)} (seed {run.seed}, "
                  f"best epoch {run.best_epoch})")
     ax.set_xlabel("x1")
@@ -256,7 +258,9 @@ def plot_sweep(result: SweepResult, path: str | Path) -> Path:
         ax.set(xscale="log", yscale="log", xlabel="stored entries of Â (nnz)", ylabel=what,
                title=f"{what}\n{fits}")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
+    # one legend under both panels: inside either it would cover a curve (the dense one)
+    fig.legend(*ax_t.get_legend_handles_labels(), loc="outside lower center", ncols=3,
+               fontsize="small")
     fig.suptitle("GCN whole-graph training step (every layer on every node) on synthetic SBM "
                  "graphs: sparse vs dense")
     return _save(fig, Path(path), dpi=120)

@@ -32,7 +32,8 @@ def predict(
         None, "--embeddings", help="Also save as .npy the last hidden layer (K, hidden); "
         "graphs: every level's readout the heads read; a link run: Z (N, latent)"),
     run: int | None = typer.Option(
-        None, "--run", help="Which saved run (default: the first that kept parameters)"),
+        None, "--run", help="Which saved run, a fold's number after --folds (default: the "
+        "first that kept parameters)"),
 ) -> None:
     """Predict with a trained run: each node's or graph's class and class probabilities, or
     a link run's edge probabilities."""
@@ -48,5 +49,7 @@ def predict(
     except MgsparseError as e:
         fail(e)
     saved = f" and {embeddings}" if embeddings is not None else ""
-    err_console.print(f"{predictions.rows} {predictions.unit}s of run {predictions.run} "
+    fold = getattr(predictions, "fold", None)  # k-fold: run i is fold i
+    which = f"run {predictions.run}" if fold is None else f"fold {fold}"
+    err_console.print(f"{predictions.rows} {predictions.unit}s of {which} "
                       f"(seed {predictions.seed}): {out}{saved}", markup=False)

@@ -55,16 +55,31 @@ def _mb(num_bytes: int) -> str:
     return f"{num_bytes / MB:.2f} MB"
 
 
+def run_title(config) -> str:
+    """What a run trains, for every title (live table, summary, pictures): the model on the
+    dataset; a link run names its auto-encoder, the encoder and the task."""
+    kind, name = config.model.kind.upper(), config.dataset.name
+    if config.task == "link":
+        autoencoder = "VGAE" if config.link.variational else "GAE"
+        return f"{autoencoder} ({kind} encoder) on {name}, link prediction"
+    return f"{kind} on {name}"
+
+
+def run_unit(config) -> str:
+    """"fold" for a k-fold series (run i is fold i), else "run"."""
+    return "fold" if config.train.folds else "run"
+
+
 def summary_table(result: TrainResult) -> Table:
     """The end-of-training table: the task's summary scores (mean ± std over runs), time,
     memory, placement."""
     s = result.summary()
     cfg = result.config
-    table = Table(title=f"{cfg.model.kind.upper()} on {cfg.dataset.name}: summary", show_header=False)
+    table = Table(title=f"{run_title(cfg)}: summary", show_header=False)
     table.add_column("", style="bold")
     table.add_column("")
     last_seed = cfg.train.seed + max(s.runs, 1) - 1
-    table.add_row("runs", f"{s.runs} (seeds {cfg.train.seed}..{last_seed})")
+    table.add_row(f"{run_unit(cfg)}s", f"{s.runs} (seeds {cfg.train.seed}..{last_seed})")
     for label, value in summary_rows(result.metrics, s.scores, s.runs, s.paper_test_acc):
         table.add_row(label, value)
     for column, values in s.folds.items():  # k-fold: every fold's figure
@@ -115,7 +130,8 @@ def evaluate_table(run_dir, rows: list[SavedRunScores]) -> Table:
     table = Table(title=f"evaluate {run_dir}")
     metrics = rows[0].metrics if rows else ACCURACY_METRICS
     shown = [*metrics.per_run, *(c for c in metrics.names if c not in metrics.per_run)]
-    for col in ("run", "seed", *(c.replace("_", " ") for c in shown)):
+    unit = "fold" if rows and rows[0].fold is not None else "run"  # k-fold: run i is fold i
+    for col in (unit, "seed", *(c.replace("_", " ") for c in shown)):
         table.add_column(col, justify="right")
     for r in rows:
         table.add_row(str(r.run), str(r.seed),
@@ -264,17 +280,19 @@ def info_table(info: dict) -> Table:
     table = Table(title=f"{info['name']}", show_header=False)
     table.add_column("property", style="bold")
     table.add_column("value", justify="right")
-    labels = "  ".join(f"{c}: {n}" for c, n in enumerate(info["label_counts"]))
+    # counts with thousands separators, densities as percentages (as the live table and the
+    # summary print them), a class and its count kept on one line ("3:818": a line may break between pairs only)
+    labels = "  ".join(f"{c}:{n:,}" for c, n in enumerate(info["label_counts"]))
     rows = [
-        ("nodes", f"{info['nodes']}"),
-        ("edges (directed)", f"{info['edges']}"),
-        ("features", f"{info['features']}"),
+        ("nodes", f"{info['nodes']:,}"),
+        ("edges (directed)", f"{info['edges']:,}"),
+        ("features", f"{info['features']:,}"),
         ("feature storage", info["feature_storage"]),
-        ("classes", f"{info['classes']}"),
-        ("adjacency nnz ratio", f"{info['adjacency_nnz_ratio']:.3e}"),
-        ("feature nnz ratio", f"{info['feature_nnz_ratio']:.3e}"),
-        ("split train/val/test", f"{info['train']}/{info['val']}/{info['test']}"),
-        ("unlabeled nodes", f"{info['unlabeled']}"),
+        ("classes", f"{info['classes']:,}"),
+        ("adjacency density", f"{info['adjacency_nnz_ratio']:.2%}"),
+        ("feature density", f"{info['feature_nnz_ratio']:.2%}"),
+        ("split train/val/test", f"{info['train']:,}/{info['val']:,}/{info['test']:,}"),
+        ("unlabeled nodes", f"{info['unlabeled']:,}"),
         ("label counts", labels),
     ]
     for key, value in rows:
@@ -326,21 +344,31 @@ def _err(x: float) -> str:
     return "-" if math.isnan(x) else f"{x:.1e}"  # NaN: nothing measured (raised, or no entries)
 
 
+# the oracles' names as the table prints them, short enough for 80 columns; its caption
+# spells them out (the report, its JSON and the summary line keep the full names)
+ORACLE_SHORT = {"finite differences": "finite diff", "dense equivalent": "dense"}
+GRADCHECK_CAPTION = ("abs/rel err: the largest error of the gradient against the oracle · "
+                     "finite diff: central finite differences · dense: the same op on dense "
+                     "arrays · scalar: micrograd's Value engine")
+
+
 def gradcheck_table(report: CheckReport) -> Table:
-    """One row per (op, oracle); an op's name, shapes and nnz are shown on its first row."""
+    """One row per (op, oracle); an op's name and nnz are shown on its first row, its input
+    shapes on the line under the name (wrapped at commas in the name's width). Every other
+    cell is kept whole, so the table fits 80 columns: 28 for the longest op name, 48 for
+    the rest."""
     table = Table(title=f"gradient checks, float64, size {report.size}, seed {report.seed}",
-                  box=box.SIMPLE_HEAD)
-    for name in ("op", "input shapes", "nnz", "max abs err", "max rel err", "oracle", "verdict"):
-        table.add_column(name, no_wrap=name != "input shapes", overflow="fold",
-                         justify="right" if name in ("nnz", "max abs err", "max rel err")
-                         else "left")
+                  caption=GRADCHECK_CAPTION, caption_justify="left", box=box.SIMPLE_HEAD)
+    for name in ("op (input shapes)", "nnz", "abs err", "rel err", "oracle", "result"):
+        table.add_column(name, no_wrap=name != "op (input shapes)",
+                         justify="right" if name in ("nnz", "abs err", "rel err") else "left")
     rows = report.rows
     for i, r in enumerate(rows):
         first = i == 0 or rows[i - 1].op != r.op
         last = i == len(rows) - 1 or rows[i + 1].op != r.op
-        table.add_row(r.op if first else "", _shapes(r.input_shapes) if first else "",
-                      "" if not first or r.nnz is None else str(r.nnz), _err(r.max_abs_err),
-                      _err(r.max_rel_err), r.oracle, r.verdict,
+        op = f"{escape(r.op)}\n[dim]{escape(_shapes(r.input_shapes))}[/]" if first else ""
+        table.add_row(op, "" if not first or r.nnz is None else str(r.nnz), _err(r.max_abs_err),
+                      _err(r.max_rel_err), ORACLE_SHORT.get(r.oracle, r.oracle), r.verdict,
                       style="" if r.passed else "bold red", end_section=last)
     return table
 

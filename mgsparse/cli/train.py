@@ -115,17 +115,21 @@ def _downloads(silent: bool):
 
 def train(
     config_path: Path | None = typer.Argument(
-        None, metavar="[CONFIG]", help="YAML config, e.g. configs/cora.yaml (--resume: optional)"),
-    set_: list[str] = typer.Option([], "--set", help="Override a key: --set optim.lr=0.005 (repeatable)"),
+        None, metavar="CONFIG", help="YAML config, e.g. configs/cora.yaml (--resume: optional)"),
+    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE",
+                                   help="Override a key: --set optim.lr=0.005 (repeatable)"),
     runs: int | None = typer.Option(None, "--runs", help="Repeat with seeds seed..seed+N-1"),
     epochs: int | None = typer.Option(None, "--epochs", help="Override train.epochs"),
     folds: int | None = typer.Option(
         None, "--folds", help="Graph classification: stratified k-fold cross-validation, one "
         "model per fold, the test folds' accuracy as mean ± std (train.folds)"),
     out_dir: Path | None = typer.Option(None, "--out", help="Write metrics.json and parameters here"),
-    memory_report: bool = typer.Option(False, "--memory-report", help="End with where the memory went"),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live display, only the summary"),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout"),
+    memory_report: bool = typer.Option(False, "--memory-report", metavar="",
+                                       help="End with where the memory went"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", metavar="",
+                               help="No live display, only the summary"),
+    as_json: bool = typer.Option(False, "--json", metavar="",
+                                 help="Print the summary as JSON on stdout"),
     plot: Path | None = typer.Option(
         None, "--plot", help="Save the run's pictures (.png, .svg or .pdf; needs matplotlib)"),
     partitions: Path | None = typer.Option(
@@ -157,7 +161,8 @@ def train(
             warn(event.message)
         if checkpoints is not None and resume is None:
             checkpoints.discard()  # an older series' checkpoint is not this run's
-        display = TrainDisplay(config, task.densities, not (quiet or as_json), task.metrics)
+        display = TrainDisplay(config, task.densities, not (quiet or as_json), task.metrics,
+                               out_dir / "epochs.csv" if out_dir is not None else None)
         if checkpoints is not None and checkpoints.resumes is not None:
             _say_resuming(checkpoints, display)
         with _signals_end_epoch() as signals:
@@ -357,7 +362,7 @@ def _report(result, as_json: bool, memory_report: bool, signum, write_error=None
 
 def evaluate(
     run_dir: Path = typer.Argument(..., metavar="DIR", help="The --out folder of `mgsparse train`"),
-    as_json: bool = typer.Option(False, "--json", help="Print the accuracies as JSON"),
+    as_json: bool = typer.Option(False, "--json", metavar="", help="Print the accuracies as JSON"),
 ) -> None:
     """Reload a finished run's best parameters and report its accuracies again."""
     try:
@@ -366,7 +371,7 @@ def evaluate(
     except MgsparseError as e:
         fail(e)
     if as_json:
-        typer.echo(json.dumps([{"run": r.run, "seed": r.seed, **r.scores}
-                               for r in rows]))
+        typer.echo(json.dumps([{"run": r.run, **({} if r.fold is None else {"fold": r.fold}),
+                                "seed": r.seed, **r.scores} for r in rows]))
         return
     out.print(evaluate_table(run_dir, rows))

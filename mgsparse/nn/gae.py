@@ -17,7 +17,7 @@ Evaluation reads Z = μ. log σ is clipped at `MAX_LOGSTD` (PyG's 10) so σ² ca
 The models take built modules, never a config: `mgsparse.run.tasks.links` builds them.
 
 `full_reconstruction_loss` is the loss of Kipf's code: every one of the N² entries of
-A_train + I scored, positives weighted up by (N² − P) / P, as one op (see its docstring);
+A_train + I scored, positives weighted up by (N² − E) / E, as one op (see its docstring);
 sampled pairs (PyG's `recon_loss`) are the task's default.
 """
 
@@ -81,16 +81,29 @@ class FullReconstruction(Function):
         return d @ z + d.T @ z, None, None, None, None
 
 
-def full_reconstruction_loss(z: Tensor, positives: np.ndarray) -> Tensor:
-    """Kipf & Welling's reconstruction loss: norm · mean_ij BCE_w(L_ij, Y_ij), Y = the
-    `positives` (2, P) (the training graph both ways plus every self-loop, each once),
-    pos_weight w = (N² − P) / P, norm = N² / (2 (N² − P)). Costs N² per step: small graphs."""
-    n, p = z.shape[0], positives.shape[1]
-    negatives = n * n - p
-    if p == 0 or negatives <= 0:
-        raise ShapeError(f"full_reconstruction_loss: {p} positives of {n * n} entries: needs "
-                         f"at least one positive and one negative")
-    pos_weight, norm = negatives / p, n * n / (2.0 * negatives)
+def reconstruction_weights(num_nodes: int, num_edges: int) -> tuple[float, float]:
+    """(pos_weight, norm) of Kipf's loss for a graph of `num_edges` directed edges, no
+    self-loops: ((N² − E) / E, N² / (2 (N² − E))), their code's `pos_weight` and `norm`."""
+    n2 = num_nodes * num_nodes
+    if num_edges < 1 or n2 - num_edges <= num_nodes:
+        raise ShapeError(f"full_reconstruction_loss: {num_edges} edges among {num_nodes} "
+                         f"nodes: needs at least one edge and one pair that is not an edge")
+    return (n2 - num_edges) / num_edges, n2 / (2.0 * (n2 - num_edges))
+
+
+def full_reconstruction_loss(z: Tensor, edges: np.ndarray) -> Tensor:
+    """Kipf & Welling's reconstruction loss: norm · mean_ij BCE_w(L_ij, Y_ij) with targets
+    Y = A + I, A the graph `edges` (2, E) (the training graph both ways, each edge once; a
+    self-loop in it is dropped), weighted as their code weights it, from A *without* the
+    self-loops: pos_weight w = (N² − E) / E, norm = N² / (2 (N² − E)) (their `adj.sum()` is
+    taken before `sp.eye` is added to the labels; on Cora's split w = 816.0, where counting
+    the N self-loops would give 626.6). Costs N² per step: small graphs."""
+    n = z.shape[0]
+    e = np.asarray(edges, dtype=np.int64).reshape(2, -1)
+    e = e[:, e[0] != e[1]]
+    pos_weight, norm = reconstruction_weights(n, e.shape[1])
+    loops = np.arange(n, dtype=np.int64)
+    positives = np.concatenate([e, np.stack([loops, loops])], axis=1)
     return FullReconstruction.apply(z, positives[0], positives[1], pos_weight,
                                     norm / (n * n))
 

@@ -13,7 +13,9 @@ making deeper stacks trainable:
   2019 for GCNs), so a deep stack starts near the identity;
 - `jk` ("cat" | "max" | "sum"): jumping knowledge (Xu et al., ICML 2018). Every layer outputs
   hidden features, and a final Linear reads their concatenation, element-wise maximum or sum,
-  so each node picks its own depth of neighbourhood.
+  so each node picks its own depth of neighbourhood. As in PyG's `BasicGNN`, each layer's
+  output is dropped out once (the last one's too), and the next layer and the jump read that
+  same dropped tensor; no dropout sits between the jump and its Linear.
 
 On a block (a receptive field, a sampled batch: `nn/block.py`) a layer returns the first T of
 its S input rows, the targets, so the residual and the layers kept for jk read those rows.
@@ -185,13 +187,15 @@ class StackedModel(Module):
                 y = y.relu_dropout(self.p, True, self.rng, self.buffers)
             elif i < last or self.jk is not None:
                 y = self._hidden(i, y, x)
-                if self.jk is not None:
+                if self.jk is not None:  # PyG's BasicGNN: each layer's output dropped out,
+                    y = self._dropout(y, step, i + 1)  # what the next layer and jk read
+                    dropped = True
                     outputs.append(y)
             x = y
         if self.jk is None:
             return x
         h = self._jump([_rows(o, x.shape[0]) for o in outputs])
-        return h if self._before_last else self.jk_linear(self._dropout(h, step, len(layers)))
+        return h if self._before_last else self.jk_linear(h)
 
     def _layer_drops(self, layer: Any, x: Tensor | SparseTensor) -> bool:
         """Whether `layer` takes the dropout of its dense input itself (`fuses_input_dropout`:

@@ -13,12 +13,14 @@ from mgsparse.run.task import ACCURACY_METRICS, Progress, Scores, TaskMetrics
 
 @dataclass(frozen=True)
 class SavedRunScores:
-    """One saved run scored again; `metrics` is its task's declaration (to show the scores)."""
+    """One saved run scored again; `metrics` is its task's declaration (to show the scores);
+    `fold`: the fold it is in a k-fold series (run i is fold i), None otherwise."""
 
     run: int
     seed: int
     scores: Scores
     metrics: TaskMetrics = field(default=ACCURACY_METRICS, compare=False)
+    fold: int | None = None
 
 
 def evaluate_saved(out_dir: str | Path, progress: Progress | None = None) -> list[SavedRunScores]:
@@ -34,5 +36,7 @@ def evaluate_saved(out_dir: str | Path, progress: Progress | None = None) -> lis
         except MgsparseError as e:  # keys or shapes that are not this config's model
             raise DataError(f"{Path(out_dir) / run['params']} does not fit the model of "
                             f"{Path(out_dir) / METRICS}: {e}") from None
-        rows.append(SavedRunScores(run["run"], run["seed"], task.evaluate(model), task.metrics))
+        fold = run["run"] if config.train.folds else None
+        rows.append(SavedRunScores(run["run"], run["seed"], task.evaluate(model), task.metrics,
+                                   fold))
     return rows

@@ -81,9 +81,14 @@ def place(m: Any, threshold: float, dtype: Any,
     operand = as_operand(m, threshold)
     if isinstance(operand, SparseTensor):
         operand = operand if operand.dtype == dtype else operand.astype(dtype)
-        return fixed(operand), f"sparse (density {density:.3g} <= threshold {threshold:g})"
+        return fixed(operand), f"sparse (density {percent(density)} <= threshold {percent(threshold)})"
     dense = Tensor(np.asarray(operand.data, dtype=dtype))
-    return fixed(dense), f"dense (density {density:.3g} > threshold {threshold:g})"
+    return fixed(dense), f"dense (density {percent(density)} > threshold {percent(threshold)})"
+
+
+def percent(fraction: float) -> str:
+    """A density as every table prints it: a percentage with two decimals (0.14%, 7.33%)."""
+    return f"{fraction:.2%}"
 
 
 def fixed(operand: SparseTensor | Tensor) -> SparseTensor | Tensor:

@@ -56,7 +56,8 @@ SPLITS = ("train", "val", "test", "all")
 @dataclass(frozen=True)
 class Predictions:
     """One saved run's outputs on the chosen nodes (or graphs, `unit`): ids (K,), classes
-    (K,), probs (K, C) and the embeddings (K, width) when asked for."""
+    (K,), probs (K, C) and the embeddings (K, width) when asked for; `fold`: the fold the run
+    is in a k-fold series (run i is fold i), None otherwise."""
 
     run: int
     seed: int
@@ -65,6 +66,7 @@ class Predictions:
     probs: np.ndarray
     embeddings: np.ndarray | None = None
     unit: str = "node"
+    fold: int | None = None
 
     @property
     def rows(self) -> int:
@@ -216,7 +218,8 @@ def _classes(task: Task, model: Module, entry: dict, split: str,
                               "hidden layer of the whole graph")
         hidden = hidden[rows]
     return Predictions(entry["run"], entry["seed"], ids, logits.argmax(axis=1),
-                       z / z.sum(axis=1, keepdims=True), hidden, "graph" if graphs else "node")
+                       z / z.sum(axis=1, keepdims=True), hidden, "graph" if graphs else "node",
+                       entry["run"] if getattr(task, "folds", None) else None)
 
 
 def head_inputs(task: GraphClassificationTask, model: Module) -> np.ndarray:

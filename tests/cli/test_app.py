@@ -133,3 +133,35 @@ main()
                           text=True, timeout=60)
     assert done.returncode == 130, done.stderr
     assert "Traceback" not in done.stderr and "interrupted while starting" in done.stderr
+
+
+def test_the_typer_range_is_one_whose_help_reads_cleanly():
+    """typer 0.27 prints a required DIR as `{DIR}` and 0.29 `<bool>` beside every flag (and
+    releases before 0.19 fail with click 8.2): the dependency keeps to 0.19-0.26."""
+    import tomllib
+
+    from tests.conftest import REPO_ROOT
+
+    deps = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert "typer>=0.19,<0.27" in deps
+
+
+@pytest.mark.parametrize("command", ["train", "evaluate", "predict", "bench", "graph"])
+def test_help_screens_name_values_not_python_types(cli, command):
+    """`--quiet`, `--json` and the other flags take no value, `--set` takes KEY=VALUE, and
+    train's optional CONFIG is not bracketed twice: whatever typer release is installed."""
+    import re
+    from importlib.metadata import version
+
+    result = cli(command, "--help")
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert "[[CONFIG]]" not in text and "list[str]" not in text
+    flags = [line for line in text.splitlines()
+             if re.search(r"--(quiet|json|memory-report|dense-vs-sparse)\b", line)
+             and "Print the results" not in line and "Also write" not in line]
+    assert all("<bool>" not in line and "BOOLEAN" not in line for line in flags), flags
+    if "--set" in text:
+        assert re.search(r"--set\s+KEY=VALUE", text)
+    if tuple(int(p) for p in version("typer").split(".")[:2]) < (0, 27):
+        assert "{DIR}" not in text and "<bool>" not in text

@@ -36,17 +36,18 @@ def mirrored(monkeypatch, tmp_path, planetoid_mirror):
 def test_info_cora_prints_the_table(cli, mirrored):
     result = cli("datasets", "info", "cora")
     assert result.exit_code == 0, result.output
-    for fragment in ("2708", "10556", "1433", "140/500/1000", "label counts", "3: 818"):
+    for fragment in ("2,708", "10,556", "1,433", "140/500/1,000", "label counts", "3:818",
+                     "adjacency density", "0.14%", "1.27%"):
         assert fragment in result.stdout
 
 
 def test_info_karate_and_synthetic_work_offline(cli, offline):
     result = cli("datasets", "info", "karate")
     assert result.exit_code == 0, result.output
-    assert "34" in result.stdout and "2/6/26" in result.stdout and "0: 17  1: 17" in result.stdout
+    assert "34" in result.stdout and "2/6/26" in result.stdout and "0:17  1:17" in result.stdout
     result = cli("datasets", "info", "synthetic")
     assert result.exit_code == 0, result.output
-    assert "2000" in result.stdout
+    assert "2,000" in result.stdout
 
 
 def test_unknown_name_is_a_one_line_usage_error(cli, offline):
@@ -108,7 +109,7 @@ def test_damaged_processed_cache_is_rebuilt_and_info_succeeds(cli, damage, mirro
     cached.write_bytes(data[: len(data) // 2] if damage == "truncate" else b"")
     result = cli("datasets", "info", "cora")
     assert result.exit_code == 0, result.output
-    assert "10556" in result.stdout and "Traceback" not in result.output
+    assert "10,556" in result.stdout and "Traceback" not in result.output
     assert len(log) == 8  # rebuilt from the verified raw files: nothing downloaded again
     with np.load(cached) as z:  # the cache was rewritten whole
         assert z["edge_index"].shape == (2, 10556)
@@ -155,7 +156,7 @@ EXAMPLE = REPO_ROOT / "configs" / "examples" / "two-communities"
 def test_info_on_a_csv_folder_and_an_edge_file(cli, offline):
     result = cli("datasets", "info", str(EXAMPLE))
     assert result.exit_code == 0, result.output
-    for fragment in ("two-communities", "60", "290", "8/12/40", "0: 30  1: 30"):
+    for fragment in ("two-communities", "60", "290", "8/12/40", "0:30  1:30"):
         assert fragment in result.stdout
     result = cli("datasets", "info", str(EXAMPLE / "edges.csv"))
     assert result.exit_code == 0, result.output
@@ -200,3 +201,18 @@ def test_download_and_info_of_an_ogb_archive(cli, offline, tmp_path, monkeypatch
     result = cli("datasets", "download", "ogbn-tiny", "--url", str(mirror),
                                  "--root", str(tmp_path / "fresh"))
     one_line_error(result, 2, "tiny.zip: not a readable zip archive")  # their own folder
+
+
+def test_info_prints_numbers_and_densities_in_one_form_at_80_columns(cli, mirrored):
+    """Counts with thousands separators as every other table, both densities as the
+    percentages the live table and the summary print, and no class count split from its
+    class across lines."""
+    result = cli("datasets", "info", "cora")
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert "2,708" in text and "2708" not in text and "1.439e-03" not in text
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip()
+            for line in text.splitlines() if line.count("│") == 3}
+    assert rows["adjacency density"] == "0.14%" and rows["feature density"] == "1.27%"
+    assert rows["label counts"].split() == [f"{c}:{n}" for c, n in
+                                            enumerate((351, 217, 418, 818, 426, 298, 180))]

@@ -165,3 +165,29 @@ def test_progress_bar_only_on_a_terminal_and_only_after_a_moment(terminal, delay
     text = stream.getvalue()
     assert ("gradcheck" in text and "2/2" in text) is shown, text
     assert shown or text == ""
+
+
+def test_the_table_fits_80_columns_with_every_cell_whole():
+    """At 80 columns (a terminal's default) every op name, error, oracle and verdict is whole:
+    the long oracle names and the verdict header were cut ('finite differenc', 'verd'); the
+    input shapes sit under the op's name, wrapped at commas, and the caption names the
+    oracles in full."""
+    from mgsparse import checks
+    from mgsparse.cli.render import gradcheck_table
+
+    report = checks.check_ops(["nn.vgae", "sparse.spmm", "nn.gae_mlp_decoder"], seed=0)
+    console = Console(width=80, file=io.StringIO(), color_system=None)
+    console.print(gradcheck_table(report))
+    text = console.file.getvalue()
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    header = next(line for line in lines if "oracle" in line).split()
+    assert header == ["op", "(input", "shapes)", "nnz", "abs", "err", "rel", "err", "oracle",
+                      "result"]
+    results = [line.split() for line in lines if line.split()[-1:] in (["PASS"], ["FAIL"])]
+    assert [r[-2:] for r in results] == [
+        ["diff", "PASS"], ["dense", "PASS"], ["scalar", "PASS"],  # sparse.spmm
+        ["diff", "PASS"], ["diff", "PASS"]]  # nn.gae_mlp_decoder, nn.vgae
+    assert all(r[-3] == "finite" for r in results if r[-2] == "diff")
+    assert "7×4, 4×5, 5, 5×3, 3, 5×3, 3" in text  # nn.vgae's shapes, whole on their line
+    assert "finite diff: central finite differences" in " ".join(text.split())

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import signal
 
 import pytest
@@ -46,6 +47,8 @@ def test_folds_runs_one_model_per_fold_and_says_so(folds_run):
     assert summary["test_acc_mean"] == pytest.approx(sum(per_fold) / 3)
     assert metrics["config"]["train"]["folds"] == 3
     assert "test accuracy per fold" in result.stdout
+    assert re.search(r"folds\s+│ 3 \(seeds 0\.\.2\)", result.stdout)  # they are folds
+    assert "runs" not in result.stdout
     with open(out / "epochs.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert [(r["run"], r["epoch"]) for r in rows] == [(str(i), str(e)) for i in range(3)
@@ -61,6 +64,9 @@ def test_a_folded_runs_curves_are_drawn_per_fold(cli, tu, tmp_path):
     svg = plot.read_text()
     assert svg.count("per epoch, each of 2 folds (thin) and their mean") == 2
     assert "mean ± std" not in svg
+    # the third panel: each graph's pooled readout, and every graph has a label
+    assert "pooled graph readouts (PCA), fold" in svg and "last hidden layer" not in svg
+    assert "no label" not in svg and "class 1" in svg
 
 
 def test_evaluate_scores_each_model_on_its_own_fold(cli, folds_run, tu):
@@ -69,10 +75,13 @@ def test_evaluate_scores_each_model_on_its_own_fold(cli, folds_run, tu):
     assert result.exit_code == 0, result.output
     saved = json.loads((out / "metrics.json").read_text())["runs"]
     again = json.loads(result.stdout)
-    assert [r["run"] for r in again] == [0, 1, 2]
+    assert [r["run"] for r in again] == [0, 1, 2] and [r["fold"] for r in again] == [0, 1, 2]
     for before, after in zip(saved, again):
         for column in ("train_acc", "val_acc", "test_acc"):
             assert after[column] == pytest.approx(before[column]), (before["run"], column)
+    table = cli("evaluate", out).stdout
+    header = next(line for line in table.splitlines() if "seed" in line)
+    assert header.split("┃")[1].strip() == "fold" and "run" not in header
 
 
 def test_ctrl_c_ends_the_series_after_the_epoch(cli, tu, tmp_path, monkeypatch):

@@ -60,6 +60,17 @@ def test_the_summary_shows_auc_and_ap_not_accuracy(link_run):
     assert "14 val + 29 test (each with as many non-edges)" in text
 
 
+def test_a_link_run_is_titled_by_its_autoencoder_and_scores_in_percent(link_run):
+    """Not "GCN on csv": the GAE, its encoder and the task; AUC and AP as percentages, as
+    docs/link-prediction.md and the papers quote them (the files keep fractions)."""
+    result, out, _ = link_run
+    text = result.output
+    assert "GAE (GCN encoder) on csv, link prediction: summary" in text
+    assert re.search(r"test AUC\s+│ \d{1,3}\.\d\d% ± \d+\.\d\d%", text)
+    assert re.search(r"val AP\s+│ \d{1,3}\.\d\d%", text)
+    assert 0 < json.loads((out / "metrics.json").read_text())["summary"]["test_auc_mean"] <= 1
+
+
 def test_metrics_json_and_epochs_csv_carry_the_link_scores(link_run):
     _, out, _ = link_run
     m = json.loads((out / "metrics.json").read_text())
@@ -95,7 +106,7 @@ def test_the_plot_draws_the_auc_curves_and_the_embedding_by_label(link_run):
     assert "val AUC" in svg and "val AP" in svg and "val loss" in svg
     assert "class 0" in svg and "class 1" in svg  # the embedding, coloured by node label
     # Z of the run with the best validation AUC, and its test AUC
-    assert re.search(r"node embeddings Z \(PCA\), seed [01]: test 0\.\d{4}", svg)
+    assert re.search(r"node embeddings Z \(PCA\), seed [01]: test \d{2}\.\d%", svg)
 
 
 def test_a_csv_edge_list_alone_trains(cli, tmp_path):

@@ -77,3 +77,41 @@ def test_a_tiny_terminal_keeps_the_progress_bar_and_a_file_keeps_every_row():
     rows = [line for line in console.export_text().splitlines()
             if line.split()[:1] and line.split()[0].isdigit()]
     assert len(rows) == MAX_ROWS
+
+
+def test_a_tall_terminal_shows_more_than_20_rows_and_marks_the_rest():
+    """48 rows on a 40-line terminal: more than the 20 a log gets, as many as fit with the
+    caption and the bar, and a line above the table counting the rows left out and naming
+    the file that keeps them all."""
+    display = long_run()
+    display.epochs_file = "runs/karate/epochs.csv"
+    lines = screen(display, 100, 40)
+    rows = [line for line in lines if line.split()[:1] and line.split()[0].isdigit()]
+    assert MAX_ROWS < len(rows) < 48 and len(lines) == 39
+    assert lines[0].strip() == (f"↑ {48 - len(rows)} earlier rows not shown; all are in "
+                                f"runs/karate/epochs.csv")
+    assert rows[-1].split()[:2] == ["11", "29999"] and lines[-1].startswith("training")
+
+
+def test_every_row_that_fits_is_shown_without_a_marker():
+    """Three runs of 50 epochs logged every 5: 33 rows on a 50-line terminal, all shown
+    (at most 20 were, so run 0's first epoch vanished)."""
+    config = make_config(train={"runs": 3, "epochs": 50}, monitor={"log_every": 5})
+    display = TrainDisplay(config, {"adjacency": 0.1, "features": 0.1}, True)
+    logged = (1, *range(5, 51, 5))
+    for run in range(3):
+        for epoch in range(1, 51):
+            display.on_epoch(run, EpochRow(epoch, 1.0, SCORES, 1.0),
+                             EpochStats(epoch, 1.0, 1.0, None, None), [])
+    lines = screen(display, 100, 50)
+    rows = [line.split()[:2] for line in lines if line.split()[:1] and line.split()[0].isdigit()]
+    assert rows == [[str(r), str(e)] for r in range(3) for e in logged]
+    assert not any("earlier row" in line for line in lines)
+
+
+def test_a_log_file_marks_the_rows_it_leaves_out():
+    console = Console(width=80, file=io.StringIO(), record=True)  # a log file
+    console.print(long_run()._render())
+    text = console.export_text()
+    assert (f"↑ {48 - MAX_ROWS} earlier rows not shown; --out DIR keeps them all in "
+            f"DIR/epochs.csv") in text

@@ -168,6 +168,34 @@ def test_the_embedding_panel_names_the_fold_of_a_folded_run(fold, title, rng):
     assert ax.get_title() == title
 
 
+@pytest.mark.parametrize(("y", "entries"), [
+    ([0, 1, 1, 0], ["class 0", "class 1"]),
+    ([0, 1, 1, -1], ["class 0", "class 1", "no label"])])
+def test_no_label_is_in_the_legend_only_when_a_node_has_none(y, entries, rng):
+    task = type("Task", (), {"y": np.array(y), "num_classes": 2})()
+    run = RunResult(seed=7, scores=Scores({"test_acc": 0.815}))
+    ax = require_matplotlib().Figure().subplots()
+    _draw_embedding(ax, task, rng.standard_normal((4, 3)), run, ACCURACY_METRICS)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == entries
+
+
+def test_the_sweep_legend_covers_no_curve(sweep_result, tmp_path, monkeypatch):
+    """One legend under the two panels, outside both: inside one it covered the dense curve."""
+    from mgsparse.cli import plots
+
+    figures = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path, dpi: figures.append(fig) or path)
+    plot_sweep(sweep_result, tmp_path / "sweep.png")
+    (fig,) = figures
+    fig.draw_without_rendering()  # the layout done, so the boxes are where the PNG has them
+    legends = [*fig.legends, *(a.get_legend() for a in fig.axes if a.get_legend())]
+    assert [t.get_text() for t in legends[0].get_texts()][:2] == ["sparse", "dense"]
+    for legend in legends:
+        box = legend.get_window_extent()
+        for ax in fig.axes:
+            assert not box.overlaps(ax.get_window_extent())
+
+
 def test_runs_that_are_not_folds_keep_the_mean_and_band():
     runs = _fold_runs([[0.5, 0.6, 0.7], [0.7, 0.8, 0.9]])
     ax = require_matplotlib().Figure().subplots()

@@ -169,7 +169,7 @@ def mutag_folds(tmp_path_factory):
 def test_a_folds_test_graphs_score_that_folds_test_accuracy(cli, tmp_path, mutag_folds):
     result = cli("predict", mutag_folds, "--split", "test", "--run", 1, "--out", tmp_path / "t.csv")
     assert result.exit_code == 0, result.output
-    assert "63 graphs of run 1 (seed 1)" in result.output
+    assert "63 graphs of fold 1 (seed 1)" in result.output  # run i of --folds is fold i
     header, rows = read_rows(tmp_path / "t.csv")
     assert header == ["graph", "pred", "p0", "p1"]
     config, _, _ = saved_run(mutag_folds)
@@ -184,7 +184,7 @@ def test_a_folds_test_graphs_score_that_folds_test_accuracy(cli, tmp_path, mutag
     assert accuracy == scored == saved
     assert set(rows[:, 1]) == {0, 1}  # not a constant answer: the test can tell models apart
     every = cli("predict", mutag_folds, "--split", "all", "--run", 1, "--out", tmp_path / "a.csv")
-    assert every.exit_code == 0 and "188 graphs of run 1" in every.output
+    assert every.exit_code == 0 and "188 graphs of fold 1" in every.output
     _, all_rows = read_rows(tmp_path / "a.csv")
     assert all_rows.shape == (188, 4) and np.array_equal(all_rows[fold], rows)
 

@@ -141,7 +141,7 @@ def test_the_run_places_the_scaled_laplacian_and_trains_on_the_whole_graph():
     task = make_task(config)
     assert "receptive field" not in task.placement and "training rows" not in task.placement
     # karate's 156 edges over 34² entries: L̃ is placed dense, as Â would be
-    assert task.placement["adjacency"] == "dense (density 0.135 > threshold 0.1)"
+    assert task.placement["adjacency"] == "dense (density 13.49% > threshold 10.00%)"
     want = scaled_laplacian(task.edge_index, task.num_nodes, np.float32).to_dense()
     np.testing.assert_array_equal(task.operand.data, want)
     (run,) = fit(config, task).runs

@@ -12,7 +12,13 @@ from mgsparse.checks import CASES, check_case
 from mgsparse.engine import Tensor
 from mgsparse.errors import ShapeError
 from mgsparse.nn.decode import InnerProductDecoder, MLPDecoder, pair_dot
-from mgsparse.nn.gae import GAE, VGAE, full_reconstruction_loss, kl_normal
+from mgsparse.nn.gae import (
+    GAE,
+    VGAE,
+    full_reconstruction_loss,
+    kl_normal,
+    reconstruction_weights,
+)
 from mgsparse.nn.gcn import GCN
 
 
@@ -93,18 +99,40 @@ def test_gae_encodes_with_its_encoder_and_scores_with_its_decoder():
 
 
 def test_the_full_reconstruction_is_kipfs_weighted_bce_over_every_entry():
+    """Their code: labels = adj_train + I, but pos_weight and norm from adj_train.sum(),
+    the edges without the self-loops."""
     rng = np.random.default_rng(0)
     z = rng.standard_normal((6, 3))
-    pos = np.array([[0, 1, 2, 3, 0, 1, 2, 3, 4, 5], [1, 0, 3, 2, 0, 1, 2, 3, 4, 5]])
-    y = np.zeros((6, 6))
-    y[pos[0], pos[1]] = 1
-    logits, p = z @ z.T, pos.shape[1]
-    pos_weight, norm = (36 - p) / p, 36 / (2 * (36 - p))
+    edges = np.array([[0, 1, 2, 3], [1, 0, 3, 2]])
+    y = np.eye(6)
+    y[edges[0], edges[1]] = 1
+    logits, e = z @ z.T, edges.shape[1]
+    pos_weight, norm = (36 - e) / e, 36 / (2 * (36 - e))
     by_hand = norm * np.mean(pos_weight * y * np.logaddexp(0, -logits)
                              + (1 - y) * np.logaddexp(0, logits))  # their code's loss
-    assert float(full_reconstruction_loss(Tensor(z), pos).data) == pytest.approx(by_hand)
-    with pytest.raises(ShapeError, match="needs at least one positive and one negative"):
+    assert float(full_reconstruction_loss(Tensor(z), edges).data) == pytest.approx(by_hand)
+    assert reconstruction_weights(6, 4) == (8.0, 36 / 64)
+    with pytest.raises(ShapeError, match="needs at least one edge and one pair"):
         full_reconstruction_loss(Tensor(z[:1]), np.array([[0], [0]]))
+
+
+def test_the_full_reconstruction_weighs_cora_as_kipfs_code(mirror_env):
+    """On Cora's split (5 % validation, 10 % test, as their `mask_test_edges`), their
+    pos_weight is (N² − E)/E = 816.0 over the 8,976 training edges; counting the 2,708
+    self-loops as well would give 626.6."""
+    from mgsparse.data import load_dataset
+    from mgsparse.data.links import split_edges
+
+    graph = load_dataset("cora")
+    split = split_edges(graph.edge_index, graph.num_nodes, 0.05, 0.10, seed=0)
+    n, e = graph.num_nodes, split.train_graph.shape[1]
+    assert (n, e) == (2708, 8976)
+    pos_weight, norm = reconstruction_weights(n, e)
+    assert round(pos_weight, 1) == 816.0 and norm == pytest.approx(0.50061, abs=1e-5)
+    z = np.zeros((n, 2))  # every logit 0: loss = norm · log 2 · (N² + (w − 1)(E + N)) / N²
+    expect = norm * np.log(2) * (n * n + (pos_weight - 1) * (e + n)) / (n * n)
+    loss = float(full_reconstruction_loss(Tensor(z), split.train_graph).data)
+    assert loss == pytest.approx(expect, rel=1e-9)
 
 
 @pytest.mark.parametrize("name", ["nn.pair_dot", "nn.gae", "nn.vgae", "nn.gae_mlp_decoder",

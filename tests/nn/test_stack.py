@@ -73,6 +73,31 @@ def _linears(mlp):
     return [(lin.weight.data, lin.bias.data) for lin in mlp.linears]
 
 
+@pytest.mark.parametrize("jk", ["cat", "max", "sum"])
+def test_jumping_knowledge_drops_each_layer_output_as_pyg_basic_gnn(rng, monkeypatch, jk):
+    """PyG's BasicGNN: h_i = dropout(act(layer_i(h_{i-1}))), every h_i (the last one's too) is
+    what the next layer and the jump read, and the Linear reads the jump directly. A
+    recording stand-in for dropout scales its k-th input by k + 2, so each mask is visible."""
+    from mgsparse.nn import stack
+
+    calls: list[int] = []
+
+    def scaled(x, p, training, rng, buffers=None):
+        calls.append(len(calls))
+        return x * float(len(calls) + 1)
+
+    monkeypatch.setattr(stack, "dropout", scaled)
+    mlp = MLP(3, 4, 2, layers=2, jk=jk, dropout=0.5, rng=rng, dtype=np.float64).train()
+    x = rng.standard_normal((5, 3))
+    (w1, b1), (w2, b2) = _linears(mlp)
+    h1 = 3 * np.maximum(2 * x @ w1 + b1, 0)  # the input's dropout (mgsparse's, as Kipf's), then h1's
+    h2 = 4 * np.maximum(h1 @ w2 + b2, 0)
+    h = {"cat": np.hstack([h1, h2]), "max": np.maximum(h1, h2), "sum": h1 + h2}[jk]
+    out = h @ mlp.jk_linear.weight.data + mlp.jk_linear.bias.data
+    np.testing.assert_allclose(mlp(Tensor(x)).data, out, atol=1e-12)
+    assert calls == [0, 1, 2]  # input, h1, h2: none after the jump
+
+
 def test_residual_adds_the_input_where_the_width_is_kept(rng):
     """3 → 4 → 4 → 2: the first layer changes the width (no residual), the second keeps it."""
     mlp = MLP(3, 4, 2, layers=3, residual=True, rng=rng, dtype=np.float64)

@@ -24,11 +24,11 @@ def test_place_keeps_sparse_at_or_below_the_threshold():
     m = sp.csr_matrix(np.diag([1.0, 2.0, 0.0, 4.0]))  # density 3/16
     sparse, why = place(m, 0.1875, np.float32)
     assert isinstance(sparse, SparseTensor) and sparse.dtype == np.float32
-    assert why == "sparse (density 0.188 <= threshold 0.1875)"
+    assert why == "sparse (density 18.75% <= threshold 18.75%)"
     dense, why = place(m, 0.1, np.float64)
     assert isinstance(dense, Tensor) and dense.data.dtype == np.float64
     np.testing.assert_array_equal(dense.data, m.toarray())
-    assert why == "dense (density 0.188 > threshold 0.1)"
+    assert why == "dense (density 18.75% > threshold 10.00%)"
 
 
 def test_place_never_builds_a_dense_array_larger_than_the_budget():
@@ -47,7 +47,7 @@ def test_the_whole_graph_operand_is_built_when_first_read(karate):
     assert set(placed.operands()) == {"features"} and "adjacency" not in placed.placement
     want = normalized_adjacency(karate.edge_index, 34, dtype=np.float64)
     np.testing.assert_allclose(placed.operand.data, want.to_scipy("csr").toarray(), rtol=1e-12)
-    assert placed.placement["adjacency"].startswith("dense (density 0.164")
+    assert placed.placement["adjacency"].startswith("dense (density 16.4")
     assert placed.densities["adjacency"] == pytest.approx((156 + 34) / 34**2)
     assert placed.operands()["adjacency"] is placed.operand  # built once
 

@@ -93,10 +93,15 @@ def class_ranks(y: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np
 
 
 def stratified_folds(y: np.ndarray, k: int, seed: int) -> np.ndarray:
-    """(G,) fold of each graph in [0, k): each class dealt round-robin over the folds in a
-    random order, so every fold holds ⌊n_c / k⌋ or ⌈n_c / k⌉ graphs of class c."""
+    """(G,) fold of each graph in [0, k): the graphs in order of class (random within a
+    class) dealt round-robin over the folds as one deck, scikit-learn's `StratifiedKFold`
+    rule. Every fold holds ⌊n_c / k⌋ or ⌈n_c / k⌉ graphs of class c, and the folds' sizes
+    differ by one at most: dealing each class afresh from fold 0 would give the first
+    folds every class's remainder (MUTAG's ten folds 18–20 graphs, not 18–19)."""
     rank, _ = class_ranks(y, np.random.default_rng([seed, 24, k]))
-    return rank % k
+    counts = np.bincount(y)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    return (starts[y] + rank) % k
 
 
 def held_out(y: np.ndarray, idx: np.ndarray, fraction: float, rng: np.random.Generator
@@ -114,6 +119,7 @@ class GraphClassificationTask(Task):
     """Graph classification on a `GraphSet`: batches of graphs, splits or folds (module)."""
 
     metrics = GRAPH_METRICS
+    embedding_name = "pooled graph readouts"  # what the picture of `embedding` projects
 
     def __init__(self, config: Config, graphs: GraphSet, dtype: Any = np.float32,
                  budget: int | None = None):

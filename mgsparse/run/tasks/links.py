@@ -10,8 +10,8 @@ shuffle generator, and steps on
     loss = BCE(s(pos), 1) + BCE(s(neg), 0)  [+ KL / N for a VGAE]
 
 (each term a mean, PyG's `recon_loss`); with `link.negatives: all`, every entry of
-A_train + I instead, positives weighted up (Kipf's code: `nn.gae.full_reconstruction_loss`,
-N² logits per step, for small graphs). The scores are ROC-AUC and average precision of the
+A_train + I instead, positives weighted up by (N² − E)/E from the E training edges (Kipf's
+code: `nn.gae.full_reconstruction_loss`, N² logits per step, for small graphs). The scores are ROC-AUC and average precision of the
 validation and test pairs (`mgsparse.run.metrics`), the validation BCE, and Hits@K with
 `link.hits_k`; the highest validation AUC picks the best epoch.
 
@@ -49,12 +49,13 @@ EVAL_SPLITS = ("val", "test")
 
 def link_metrics(hits_k: int | None = None) -> TaskMetrics:
     """val_loss, val/test AUC and AP (and Hits@K with `hits_k`); the best epoch has the highest
-    validation AUC; the summary gives the test scores' mean and std, then validation's."""
+    validation AUC; the summary gives the test scores' mean and std, then validation's. The
+    scores are fractions in the files and percentages on screen, as the papers quote them."""
     names = ["auc", "ap"] + ([f"hits{hits_k}"] if hits_k else [])
     label = {"auc": "AUC", "ap": "AP", f"hits{hits_k}": f"Hits@{hits_k}"}
     columns = [Metric("val_loss", False, short="v.loss", label="val loss")]
-    columns += [Metric(f"{s}_{n}", True, short=f"{s} {label[n]}", label=f"{s} {label[n]}")
-                for s in EVAL_SPLITS for n in names]
+    columns += [Metric(f"{s}_{n}", True, percent=True, short=f"{s} {label[n]}",
+                       label=f"{s} {label[n]}") for s in EVAL_SPLITS for n in names]
     summary = tuple(f"test_{n}_{k}" for n in names for k in ("mean", "std"))
     return TaskMetrics(
         columns=tuple(columns), select="val_auc",
@@ -162,12 +163,10 @@ class LinkTask(Task):
         """`link.negatives: all`: every entry of A_train + I scored (`full_reconstruction_loss`,
         Kipf's code), the inner product's logits only."""
         n = self.placed.num_nodes
-        loops = np.arange(n, dtype=np.int64)
-        positives = np.concatenate([self.split.train_graph, np.stack([loops, loops])], axis=1)
 
         def step() -> tuple[Tensor, int]:
             z, regulariser = model.encode(self.features, *self.graph_args())
-            loss = full_reconstruction_loss(z, positives)
+            loss = full_reconstruction_loss(z, self.split.train_graph)
             return (loss if regulariser is None else loss + regulariser), n * n
         return step
 

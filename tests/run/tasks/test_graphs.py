@@ -73,6 +73,34 @@ def test_folds_are_stratified_and_fixed_by_the_seed():
     assert not np.array_equal(folds, stratified_folds(y, 5, seed=4))
 
 
+# MUTAG's classes (63 / 125 graphs) and NCI1's (2,053 / 2,057)
+CLASS_COUNTS = {"MUTAG": (63, 125), "NCI1": (2053, 2057)}
+
+
+@pytest.mark.parametrize("name", sorted(CLASS_COUNTS))
+def test_fold_sizes_differ_by_one_at_most_as_stratified_k_fold_keeps_them(name):
+    """Dealing each class afresh from fold 0 gave MUTAG's ten test folds 18–20 graphs and
+    NCI1's 410–412; StratifiedKFold's deal keeps them within one (18–19, 411)."""
+    y = np.repeat(np.arange(2), CLASS_COUNTS[name])
+    for seed in range(3):
+        sizes = np.bincount(stratified_folds(y, 10, seed), minlength=10)
+        assert sizes.max() - sizes.min() <= 1 and sizes.sum() == len(y)
+        for c, n in enumerate(CLASS_COUNTS[name]):
+            per_fold = np.bincount(stratified_folds(y, 10, seed)[y == c], minlength=10)
+            assert per_fold.min() == n // 10 and per_fold.max() == -(-n // 10)
+
+
+@pytest.mark.parametrize("counts", [(63, 125), (2053, 2057), (23, 40, 11), (7, 5, 9, 3)])
+def test_fold_sizes_are_scikit_learns(counts):
+    """The folds' sizes are those of scikit-learn's StratifiedKFold (skipped without it)."""
+    model_selection = pytest.importorskip("sklearn.model_selection")
+    y = np.repeat(np.arange(len(counts)), counts)
+    k = min(min(counts), 10)
+    theirs = model_selection.StratifiedKFold(k, shuffle=True, random_state=0).split(y, y)
+    expect = sorted(len(test) for _, test in theirs)
+    assert sorted(np.bincount(stratified_folds(y, k, 0), minlength=k)) == expect
+
+
 def test_held_out_takes_a_tenth_of_each_class():
     y = np.repeat([0, 1], [50, 30])
     kept, held = held_out(y, np.arange(80), 0.1, np.random.default_rng(0))

@@ -120,3 +120,17 @@ def test_every_pair_scored_as_kipfs_code_learns_and_draws_no_negatives():
     assert step()[1] == 300 * 300  # every entry of A_train + I
     (run,) = fit(config, t).runs
     assert run.scores["test_auc"] > 0.85
+
+
+def test_cora_gae_starts_at_kipfs_loss(mirror_env):
+    """configs/cora-gae.yaml (`negatives: all`) at its initial weights: 0.780, the loss of
+    Kipf & Welling's code (pos_weight 816.0 from the training edges alone); weighting with
+    the N self-loops counted gave 0.682."""
+    from mgsparse.config import load_config
+    from tests.conftest import CONFIGS
+
+    config = load_config(CONFIGS / "cora-gae.yaml", ["monitor.memory=false"])
+    t = make_task(config)
+    (step,) = t.batches(t.build_model(np.random.default_rng(0)), np.random.default_rng(0))
+    loss, scored = step()
+    assert scored == 2708 * 2708 and round(float(loss.data), 3) == 0.780

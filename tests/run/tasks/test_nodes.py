@@ -42,7 +42,7 @@ def test_a_gcn_gets_the_normalised_adjacency(karate):
     assert isinstance(task.operand, Tensor)  # 16% dense: above the 0.1 threshold
     np.testing.assert_allclose(task.operand.data, want, rtol=1e-12)
     assert set(task.operands()) == {"features", "adjacency"}
-    assert task.placement["adjacency"].startswith("dense (density 0.164")
+    assert task.placement["adjacency"].startswith("dense (density 16.4")
 
 
 @pytest.mark.parametrize("kind", ["gat", "sage"])
