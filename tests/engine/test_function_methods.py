@@ -30,20 +30,25 @@ class Decorated(Function):
         return 3 * g
 
 
-class Cube(SparseFunction):
-    op_name = "cube"
+def cube() -> type:
+    """A SparseFunction made inside a test, never at import: the sparse tests walk
+    SparseFunction's subclasses when they are collected, expecting the library's only."""
+    class Cube(SparseFunction):
+        op_name = "cube"
 
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x ** 3
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 3
 
-    def vjp(ctx, g):
-        """dx = 3·x²·g."""
-        (x,) = ctx.saved_tensors
-        return 3 * x * x * g
+        def vjp(ctx, g):
+            """dx = 3·x²·g."""
+            (x,) = ctx.saved_tensors
+            return 3 * x * x * g
+    return Cube
 
 
 def test_plain_defs_become_staticmethods_and_run():
+    Cube = cube()
     for cls, names in ((Square, ("forward", "backward")), (Cube, ("forward", "vjp"))):
         for name in names:
             assert isinstance(cls.__dict__[name], staticmethod), (cls, name)
@@ -59,6 +64,7 @@ def test_an_instance_calls_them_with_the_context_not_itself():
 
 
 def test_decorated_methods_and_the_guarded_backward_stay_as_written():
+    Cube = cube()
     assert isinstance(Decorated.__dict__["forward"], staticmethod)
     assert isinstance(SparseFunction.__dict__["backward"], classmethod)
     assert "backward" not in Cube.__dict__  # SparseFunction's guard calls Cube's vjp
