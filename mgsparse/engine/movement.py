@@ -15,7 +15,6 @@ from mgsparse.errors import ShapeError
 
 
 class Reshape(Function):
-    @staticmethod
     def forward(ctx, x, shape):
         ctx.shape = x.shape
         try:
@@ -23,14 +22,12 @@ class Reshape(Function):
         except ValueError:
             raise ShapeError(f"reshape: cannot reshape {x.shape} into {shape}") from None
 
-    @staticmethod
     def backward(ctx, g):
         """dx = g reshaped back."""
         return g.reshape(ctx.shape), None
 
 
 class Transpose(Function):
-    @staticmethod
     def forward(ctx, x, axes):
         try:
             out = x.transpose(axes)
@@ -40,7 +37,6 @@ class Transpose(Function):
         ctx.axes = None if axes is None else tuple(a % x.ndim for a in axes)
         return out
 
-    @staticmethod
     def backward(ctx, g):
         """dx = g with the inverse permutation."""
         inverse = None if ctx.axes is None else tuple(np.argsort(ctx.axes))
@@ -58,21 +54,25 @@ def _is_mask_index(idx) -> bool:
 
 
 class GetItem(Function):
-    @staticmethod
     def forward(ctx, x, idx):
         ctx.shape, ctx.dtype, ctx.idx = x.shape, x.dtype, idx
         return np.asarray(x[idx])
 
-    @staticmethod
     def backward(ctx, g):
         """dx = zeros with g scattered (added) back to the gathered positions."""
-        dx = np.zeros(ctx.shape, dtype=ctx.dtype)
-        if _is_basic_index(ctx.idx) or _is_mask_index(ctx.idx):
-            dx[ctx.idx] = g  # each position at most once: plain assignment
-        else:
-            np.add.at(dx, ctx.idx, g)  # repeated indices must sum
-        rows = _rows_written(ctx.idx, ctx.shape, g)
-        return (dx if rows is None else kernels.mark_rows(dx, rows)), None
+        return _scattered(g, ctx.idx, ctx.shape, ctx.dtype), None
+
+
+def _scattered(g: np.ndarray, idx, shape: tuple, dtype) -> np.ndarray:
+    """zeros(shape) with g added at `idx`: assigned where each position is reached at most
+    once, `np.add.at` where repeated indices must sum; its rows recorded where few."""
+    dx = np.zeros(shape, dtype=dtype)
+    if _is_basic_index(idx) or _is_mask_index(idx):
+        dx[idx] = g
+    else:
+        np.add.at(dx, idx, g)
+    rows = _rows_written(idx, shape, g)
+    return dx if rows is None else kernels.mark_rows(dx, rows)
 
 
 def _rows_written(idx, shape: tuple, g: np.ndarray) -> np.ndarray | None:
@@ -97,36 +97,31 @@ def _rows_written(idx, shape: tuple, g: np.ndarray) -> np.ndarray | None:
 
 
 class Concatenate(Function):
-    @staticmethod
     def forward(ctx, axis, *xs):
-        try:
-            out = np.concatenate(xs, axis=axis)
-        except ValueError as e:
-            shapes = ", ".join(str(x.shape) for x in xs)
-            raise ShapeError(f"concatenate along axis {axis}: shapes {shapes} ({e})") from None
+        out = _joined(np.concatenate, "concatenate", axis, xs)
         ctx.axis = axis
         ctx.splits = np.cumsum([x.shape[axis] for x in xs])[:-1]
         return out
 
-    @staticmethod
     def backward(ctx, g):
         """dx_i = the slice of g that x_i filled."""
         return (None, *np.split(g, ctx.splits, axis=ctx.axis))
 
 
 class Stack(Function):
-    @staticmethod
     def forward(ctx, axis, *xs):
         ctx.axis = axis
-        try:
-            return np.stack(xs, axis=axis)
-        except ValueError as e:
-            shapes = ", ".join(str(x.shape) for x in xs)
-            raise ShapeError(f"stack along axis {axis}: shapes {shapes} ({e})") from None
+        return _joined(np.stack, "stack", axis, xs)
 
-    @staticmethod
     def backward(ctx, g):
         """dx_i = g[..., i, ...] along the stacked axis."""
         return (None, *(np.take(g, i, axis=ctx.axis) for i in range(g.shape[ctx.axis])))
 
 
+def _joined(join, name: str, axis: int, xs: tuple) -> np.ndarray:
+    """join(xs, axis=axis), numpy's refusal turned into a ShapeError naming every shape."""
+    try:
+        return join(xs, axis=axis)
+    except ValueError as e:
+        shapes = ", ".join(str(x.shape) for x in xs)
+        raise ShapeError(f"{name} along axis {axis}: shapes {shapes} ({e})") from None

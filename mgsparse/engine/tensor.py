@@ -9,6 +9,7 @@ context so that `Tensor.backward` can walk the graph in reverse topological orde
 from __future__ import annotations
 
 import contextlib
+import types
 from typing import Any
 
 import numpy as np
@@ -126,6 +127,17 @@ class Function:
     counter, a branch) runs only eagerly, and `run.replay` keeps such a step eager (its
     module docstring lists the rules).
     """
+
+    _ctx_methods: tuple[str, ...] = ("forward", "backward")  # take the Context, not the class
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass writes `def forward(ctx, ...)` and `def backward(ctx, g)` plainly, the
+        math side by side: they become staticmethods here. A decorated one stays as it is."""
+        super().__init_subclass__(**kwargs)
+        for name in cls._ctx_methods:
+            fn = cls.__dict__.get(name)
+            if isinstance(fn, types.FunctionType):
+                setattr(cls, name, staticmethod(fn))
 
     @staticmethod
     def forward(ctx: Context, *args: Any) -> np.ndarray:

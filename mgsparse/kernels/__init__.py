@@ -9,12 +9,28 @@ gradient proof (`kernels.modes`).
 
 from mgsparse.kernels import tuning
 from mgsparse.kernels.allocator import keep_freed_memory
+from mgsparse.kernels.attention import attention_rows, attention_rows_vjp
 from mgsparse.kernels.blas import limit_blas_threads
 from mgsparse.kernels.buffers import Buffers, output_array
 from mgsparse.kernels.csr import CSRView, build_csr, index_dtype
 from mgsparse.kernels.csr import matmul as csr_matmul
 from mgsparse.kernels.csr import t_matmul as csr_t_matmul
 from mgsparse.kernels.dense import add_rows, argmax_rows, column_sums, matmul, matmul_computed
+from mgsparse.kernels.elementwise import (
+    add,
+    elu,
+    elu_backward,
+    leaky_relu,
+    leaky_relu_backward,
+    leaky_relu_into,
+    masked_scale,
+    multiply,
+    relu,
+    relu_dropout,
+    relu_dropout_backward,
+    scale_by_sign,
+    sigmoid,
+)
 from mgsparse.kernels.inplace import freeze, is_frozen, lock, modified_in_place, unlock
 from mgsparse.kernels.modes import reference, tiny
 from mgsparse.kernels.pool import (
@@ -46,4 +62,9 @@ __all__ = [
     "matmul_tn_computed", "modified_in_place", "nnz_blocks", "num_threads", "output_array",
     "reference", "row_blocks", "run_blocks", "runs_as_one_call", "same_rows",
     "set_num_threads", "sparse_rows", "tiny", "tuning", "unlock",
+]
+__all__ += [  # the bodies of the elementwise ops and of GAT's edge softmax
+    "add", "attention_rows", "attention_rows_vjp", "elu", "elu_backward", "leaky_relu",
+    "leaky_relu_backward", "leaky_relu_into", "masked_scale", "multiply", "relu",
+    "relu_dropout", "relu_dropout_backward", "scale_by_sign", "sigmoid",
 ]

@@ -6,9 +6,10 @@ composite (scatter-max, exp, scatter-sum, divide) would save four nnz-sized arra
 and `attention_softmax` (GAT's edge scores: gathers, LeakyReLU, row softmax) for the same
 reason. Row sums run as float64 `reduceat`s on row-sorted patterns, and every nnz-sized
 float64 step in chunks, so no nnz-sized float64 array is made. On a row-sorted pattern the
-attention softmax runs block by block of whole rows (`_entry_blocks`): each block's steps,
-forward or backward, on block-sized temporaries, the blocks spread over the thread pool,
-bitwise the numbers of one pass over all entries.
+attention softmax runs block by block of whole rows (`_entry_blocks`, then
+`kernels.attention_rows`): each block's steps, forward or backward, on block-sized
+temporaries, the blocks spread over the thread pool, bitwise the numbers of one pass over all
+entries.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import numpy as np
 
 from mgsparse import kernels
 from mgsparse.engine import Tensor
-from mgsparse.engine.activations import leaky_relu_into, scale_by_sign
 from mgsparse.errors import ShapeError
 from mgsparse.sparse import reference as ref
 from mgsparse.sparse.ops import Gather, SparseFunction, scatter_sum
@@ -131,14 +131,12 @@ def _softmax_vjp(out: np.ndarray, g: np.ndarray, s: Structure) -> np.ndarray:
 class RowSoftmax(SparseFunction):
     op_name, reference = "row_softmax", staticmethod(ref.row_softmax)
 
-    @staticmethod
     def forward(ctx, v, s):
         out = _softmax(v, s)
         ctx.save_for_backward(out)
         ctx.s = s
         return out
 
-    @staticmethod
     def vjp(ctx, g):
         """dv = s ⊙ (g − Σ_row(s ⊙ g)[row])."""
         return _softmax_vjp(ctx.saved_tensors[0], g, ctx.s), None
@@ -147,100 +145,61 @@ class RowSoftmax(SparseFunction):
 class AttentionSoftmax(SparseFunction):
     op_name, reference = "attention_softmax", staticmethod(ref.attention_softmax)
 
-    @staticmethod
     def forward(ctx, dst, src, s, slope):
-        blocks = _entry_blocks(s)
-        out = np.empty(s.nnz, dtype=np.result_type(dst, src))
-        positive = np.empty(s.nnz, dtype=bool)
-        if blocks is None:
-            logits = dst.take(s.row)
-            logits += src.take(s.col)
-            np.greater(logits, 0, out=positive)
-            out = _softmax(leaky_relu_into(logits, logits, slope), s)
-        else:
-            kernels.run_blocks(lambda r0, r1: _attention_rows(
-                r0, r1, s, dst, src, slope, out, positive), blocks)
+        out, positive = _attention(dst, src, s, slope)
         ctx.save_for_backward(out, positive)
         ctx.s, ctx.slope, ctx.cols = s, slope, len(src)
         return out
 
-    @staticmethod
     def vjp(ctx, g):
         """dz = α ⊙ (g − Σ_row(α ⊙ g)[row]) (softmax), dl = dz·(1 if l > 0 else slope);
         d dst[i] = Σ_{row_k = i} dl_k,  d src[j] = Σ_{col_k = j} dl_k."""
-        out, positive = ctx.saved_tensors
-        s, blocks = ctx.s, _entry_blocks(ctx.s)
-        if blocks is None:
-            dl = _softmax_vjp(out, g, s)
-            scale_by_sign(dl, dl, positive, ctx.slope)
-            d_dst = _row_sums(dl, s)
-        else:
-            dl, d_dst = np.empty_like(out), np.zeros(s.shape[0])
-            kernels.run_blocks(lambda r0, r1: _attention_rows_vjp(
-                r0, r1, s, out, g, positive, ctx.slope, dl, d_dst), blocks)
-        d_src = scatter_sum(s.col, dl, ctx.cols).astype(dl.dtype, copy=False)
+        dl, d_dst = _attention_vjp(*ctx.saved_tensors, g, ctx.s, ctx.slope)
+        d_src = scatter_sum(ctx.s.col, dl, ctx.cols).astype(dl.dtype, copy=False)
         return d_dst.astype(dl.dtype, copy=False), d_src, None, None
 
 
 # ---------------------------------------------------------------- the softmax by row blocks
 
 
-def _entry_blocks(s: Structure) -> list[tuple[int, int]] | None:
-    """Row ranges of about `tuning.ENTRIES_PER_BLOCK` entries each (a cut fixed by the pattern alone,
-    whole rows only) when the pattern is row-sorted, else None.
+def _attention(dst: np.ndarray, src: np.ndarray, s: Structure,
+               slope: float) -> tuple[np.ndarray, np.ndarray]:
+    """(α, [l > 0]) for the logits l = dst[row] + src[col]: by blocks of whole rows on a
+    row-sorted pattern (`kernels.attention_rows`), else in one pass."""
+    blocks = _entry_blocks(s)
+    if blocks is not None:
+        return kernels.attention_rows(s.csr().indptr, s.row, s.col, dst, src, slope, blocks)
+    logits = dst.take(s.row)
+    logits += src.take(s.col)
+    positive = np.greater(logits, 0)
+    return _softmax(kernels.leaky_relu_into(logits, logits, slope), s), positive
 
-    Everything in a row's softmax (its max, its exponentials, their float64 sum, the division,
-    and the same for the backward) reads that row's entries only, so a block of whole rows is
-    computed start to finish, its temporaries block-sized, the blocks on the thread pool, with
-    the same float operations in the same order per row as one pass over all entries: bitwise
-    equal."""
+
+def _attention_vjp(out: np.ndarray, positive: np.ndarray, g: np.ndarray, s: Structure,
+                   slope: float) -> tuple[np.ndarray, np.ndarray]:
+    """(dl, d dst in float64), as `_attention` cuts the pattern."""
+    blocks = _entry_blocks(s)
+    if blocks is not None:
+        return kernels.attention_rows_vjp(s.csr().indptr, s.row, out, g, positive, slope,
+                                          blocks)
+    dl = _softmax_vjp(out, g, s)
+    kernels.scale_by_sign(dl, dl, positive, slope)
+    return dl, _row_sums(dl, s)
+
+
+def _entry_blocks(s: Structure) -> list[tuple[int, int]] | None:
+    """Row ranges of about `tuning.ENTRIES_PER_BLOCK` entries each (a cut fixed by the pattern
+    alone, whole rows only) when the pattern is row-sorted, else None: a row's softmax reads
+    that row's entries only, so `kernels.attention_rows` computes a block start to finish."""
     csr = s.csr()
     if csr.perm is not None or s.nnz == 0:
         return None
     if csr.entry_blocks is None:
-        cuts = np.searchsorted(csr.indptr, np.arange(kernels.tuning.ENTRIES_PER_BLOCK, s.nnz, kernels.tuning.ENTRIES_PER_BLOCK))
+        step = kernels.tuning.ENTRIES_PER_BLOCK
+        cuts = np.searchsorted(csr.indptr, np.arange(step, s.nnz, step))
         bounds = np.unique(np.concatenate([[0], cuts, [s.shape[0]]]))
         csr.entry_blocks = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
     return csr.entry_blocks
-
-
-def _row_starts(s: Structure, r0: int, r1: int) -> tuple[int, int, np.ndarray, np.ndarray]:
-    """(e0, e1, starts, nonempty): the block's entries [e0, e1), each nonempty row's first
-    entry relative to e0, and which of rows r0..r1 are nonempty."""
-    indptr = s.csr().indptr
-    e0, e1 = int(indptr[r0]), int(indptr[r1])
-    nonempty = indptr[r0 + 1:r1 + 1] > indptr[r0:r1]
-    return e0, e1, (indptr[r0:r1] - e0)[nonempty], nonempty
-
-
-def _attention_rows(r0, r1, s, dst, src, slope, out, positive) -> None:
-    """Rows r0..r1 of the forward: logits, LeakyReLU, then `_softmax`'s steps on the block."""
-    e0, e1, starts, nonempty = _row_starts(s, r0, r1)
-    rows = s.row[e0:e1] - r0
-    z = dst.take(s.row[e0:e1])
-    z += src.take(s.col[e0:e1])
-    np.greater(z, 0, out=positive[e0:e1])
-    leaky_relu_into(z, z, slope)
-    top = np.zeros(r1 - r0, dtype=z.dtype)
-    top[nonempty] = np.maximum.reduceat(z, starts)
-    np.exp(np.subtract(z, top.take(rows), out=z), out=z)
-    total = np.zeros(r1 - r0)
-    total[nonempty] = np.add.reduceat(z, starts, dtype=np.float64)
-    np.divide(z, total.take(rows), out=out[e0:e1], casting="same_kind")
-
-
-def _attention_rows_vjp(r0, r1, s, out, g, positive, slope, dl, d_dst) -> None:
-    """Rows r0..r1 of the backward: `_softmax_vjp`, the LeakyReLU's slope, d dst's row sums."""
-    e0, e1, starts, nonempty = _row_starts(s, r0, r1)
-    rows = s.row[e0:e1] - r0
-    a, g_ = out[e0:e1], g[e0:e1]
-    dot = np.zeros(r1 - r0)
-    dot[nonempty] = np.add.reduceat(a * g_, starts, dtype=np.float64)
-    block = np.multiply(a, np.subtract(g_, dot.take(rows)), out=dl[e0:e1], casting="same_kind")
-    scale_by_sign(block, block, positive[e0:e1], slope)
-    sums = np.zeros(r1 - r0)
-    sums[nonempty] = np.add.reduceat(block, starts, dtype=np.float64)
-    d_dst[r0:r1] = sums
 
 
 def attention_softmax(A: SparseTensor, dst: Tensor, src: Tensor,

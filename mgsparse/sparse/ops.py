@@ -58,6 +58,7 @@ class SparseFunction(Function):
 
     op_name = "sparse op"
     reference = None
+    _ctx_methods = ("forward", "backward", "vjp")  # plain defs become staticmethods
 
     @classmethod
     def backward(cls, ctx, g):
@@ -66,7 +67,6 @@ class SparseFunction(Function):
         except Exception as err:  # noqa: BLE001 — any failure of the custom backward
             return ref.fallback_vjp(cls.op_name, cls.reference, ctx.parents, g, err)
 
-    @staticmethod
     def vjp(ctx, g):
         raise NotImplementedError
 
@@ -95,12 +95,10 @@ def scatter_sum(index: np.ndarray, v: np.ndarray, size: int) -> np.ndarray:
 class ScatterAdd(SparseFunction):
     op_name, reference = "scatter_add", staticmethod(ref.scatter_add)
 
-    @staticmethod
     def forward(ctx, v, index, size):
         ctx.index = index
         return scatter_sum(index, v, size).astype(v.dtype, copy=False)
 
-    @staticmethod
     def vjp(ctx, g):
         """dv_k = g[index_k]."""
         return g[ctx.index], None, None
@@ -109,12 +107,10 @@ class ScatterAdd(SparseFunction):
 class Gather(SparseFunction):
     op_name, reference = "gather", staticmethod(ref.gather)
 
-    @staticmethod
     def forward(ctx, x, index):
         ctx.index, ctx.size = index, len(x)
         return x[index]
 
-    @staticmethod
     def vjp(ctx, g):
         """dx[j] = Σ_{index_k=j} g_k."""
         return scatter_sum(ctx.index, g, ctx.size).astype(g.dtype, copy=False), None
@@ -139,14 +135,12 @@ def sddmm_kernel(row: np.ndarray, col: np.ndarray, X: np.ndarray, Y: np.ndarray)
 class SpMM(SparseFunction):
     op_name, reference = "spmm", staticmethod(ref.spmm)
 
-    @staticmethod
     def forward(ctx, v, X, s, bias=None):
         ctx.save_for_backward(v, X)
         ctx.s = s
         # values that need no gradient are a fixed Â: its CSR-ordered copy may be cached
         return s.matmul(v, X, constant=not ctx.needs_input_grad[0], bias=bias)
 
-    @staticmethod
     def vjp(ctx, g):
         """dX = Aᵀ·G (cached transposed CSR); dv_k = G[row_k]·X[col_k] (SDDMM); with a bias
         (Y = A·X + b), db = Σ_rows G."""
@@ -161,13 +155,11 @@ class SpMM(SparseFunction):
 class Sddmm(SparseFunction):
     op_name, reference = "sddmm", staticmethod(ref.sddmm)
 
-    @staticmethod
     def forward(ctx, X, Y, s):
         ctx.save_for_backward(X, Y)
         ctx.s = s
         return sddmm_kernel(s.row, s.col, X, Y)
 
-    @staticmethod
     def vjp(ctx, g):
         """dX = G·Y, dY = Gᵀ·X, with G the sparse matrix of g on the pattern."""
         X, Y = ctx.saved_tensors
@@ -194,13 +186,11 @@ def sample_at(m: sp.csr_matrix, s: Structure) -> np.ndarray:
 class SpSpMM(SparseFunction):
     op_name, reference = "spspmm", staticmethod(ref.spspmm)
 
-    @staticmethod
     def forward(ctx, va, vb, sa, sb, sc):
         ctx.save_for_backward(va, vb)
         ctx.structures = sa, sb, sc
         return sample_at(sa.csr_matrix(va) @ sb.csr_matrix(vb), sc)
 
-    @staticmethod
     def vjp(ctx, g):
         """dA = (G·Bᵀ) at A's pattern, dB = (Aᵀ·G) at B's pattern — sparse products only."""
         va, vb = ctx.saved_tensors

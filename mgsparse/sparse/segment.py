@@ -123,31 +123,35 @@ def _width(shape: tuple) -> int:
 class SegmentMax(SparseFunction):
     op_name, reference = "segment_max", staticmethod(ref.segment_max)
 
-    @staticmethod
     def forward(ctx, x, seg):
         """out_b = max over the rows of segment b (0 for an empty one); x (N,) or (N, F)."""
-        x2 = x.reshape(len(x), _width(x.shape))  # (N, F)
-        out = np.zeros((seg.num_segments, x2.shape[1]), dtype=x.dtype)
-        arg = np.zeros((len(seg.starts), x2.shape[1]), dtype=np.int64)
-        if len(seg.starts):
-            xs = x2 if seg.order is None else x2[seg.order]  # rows grouped by segment
-            top = np.maximum.reduceat(xs, seg.starts, axis=0)  # (B', F)
-            hit = xs == np.repeat(top, seg.counts[seg.nonempty], axis=0)
-            pos = np.arange(len(xs), dtype=np.int64)[:, None]
-            arg = np.minimum.reduceat(np.where(hit, pos, len(xs)), seg.starts, axis=0)
-            arg = np.where(arg < len(xs), arg, seg.starts[:, None])  # a NaN max: its first row
-            arg = arg if seg.order is None else seg.order[arg]
-            out[seg.nonempty] = top
-        ctx.arg, ctx.seg, ctx.shape = arg, seg, x.shape
+        out, ctx.arg = _max_rows(x.reshape(len(x), _width(x.shape)), seg)
+        ctx.seg, ctx.shape = seg, x.shape
         return out.reshape((seg.num_segments,) + x.shape[1:])
 
-    @staticmethod
     def vjp(ctx, g):
         """dx[arg_bf, f] = g[b, f] for every non-empty segment b (first arg-max row), else 0."""
         g2 = g.reshape(len(g), _width(g.shape))
         dx = np.zeros((ctx.shape[0], g2.shape[1]), dtype=g.dtype)
         dx[ctx.arg, np.arange(g2.shape[1])] = g2[ctx.seg.nonempty]  # rows distinct per f
         return dx.reshape(ctx.shape), None
+
+
+def _max_rows(x2: np.ndarray, seg: Segments) -> tuple[np.ndarray, np.ndarray]:
+    """(out (B, F), arg (B', F)): each segment's per-feature max of the rows of x2 (N, F), 0
+    for an empty one, and for each non-empty segment the first row holding it (its first row
+    for a NaN max). One `reduceat` over the rows grouped by segment, one for the arg-max."""
+    out = np.zeros((seg.num_segments, x2.shape[1]), dtype=x2.dtype)
+    if not len(seg.starts):
+        return out, np.zeros((0, x2.shape[1]), dtype=np.int64)
+    xs = x2 if seg.order is None else x2[seg.order]  # rows grouped by segment
+    top = np.maximum.reduceat(xs, seg.starts, axis=0)  # (B', F)
+    hit = xs == np.repeat(top, seg.counts[seg.nonempty], axis=0)
+    pos = np.arange(len(xs), dtype=np.int64)[:, None]
+    arg = np.minimum.reduceat(np.where(hit, pos, len(xs)), seg.starts, axis=0)
+    arg = np.where(arg < len(xs), arg, seg.starts[:, None])  # a NaN max: its first row
+    out[seg.nonempty] = top
+    return out, arg if seg.order is None else seg.order[arg]
 
 
 # ---------------------------------------------------------------- front end
