@@ -43,9 +43,14 @@ def _thresholds(values: dict[str, float]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def tiny() -> Iterator[None]:
-    """Every threshold lowered (`tuning.TINY`): each fast path runs at gradcheck sizes."""
-    with _thresholds(tuning.TINY):
+def tiny(regroup: bool = True) -> Iterator[None]:
+    """Every threshold lowered (`tuning.TINY`): each fast path runs at gradcheck sizes.
+
+    `regroup=False` keeps the paths whose floats may differ from the one call's on their
+    one call (`tuning.ONE_CALL_SUMS`: the dense products by row blocks, aᵀ·g by partials, a
+    scatter-add by chunks), so that every other path is held to the one call's bits in the
+    same computation (`checks.fast_paths`)."""
+    with _thresholds({**tuning.TINY, **({} if regroup else tuning.ONE_CALL_SUMS)}):
         yield
 
 

@@ -71,6 +71,13 @@ TINY = {
     "ENTRIES_PER_BLOCK": 4,
 }
 
+# `kernels.tiny(regroup=False)`: the paths whose floats may differ from the one call's by
+# design take it. aᵀ·g adds row-block partials (or sums over g's nonzero rows only), a long
+# scatter-add adds chunks' sums; and a dense product's row blocks are BLAS calls of other
+# shapes, which at gradcheck sizes BLAS computes with other kernels (3 × 4 by 4 × 3 in blocks
+# of 2 and 1 rows: 1.8e-15 off; at 9,700-100,000 rows in 4-26 blocks: the same bits)
+ONE_CALL_SUMS = {"MIN_PARALLEL_WORK": 1 << 62, "CACHE_ROWS": 1 << 62, "SCATTER_CHUNKS": 1}
+
 # the values `kernels.reference()` sets: no size reaches a fast path (with `modes.State`)
 _NEVER = 1 << 62
 REFERENCE = {
