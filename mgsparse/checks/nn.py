@@ -204,8 +204,27 @@ def _call(m: Module, x: Tensor, edges: np.ndarray, *rest: Tensor) -> Tensor:
     return m(x, edges, *rest)
 
 
+def _undirected(m: Module, x: Tensor, edges: np.ndarray) -> Tensor:
+    """The layer on the graph with every edge both ways: a symmetric Â (its product scatters
+    through its own CSR read as CSC, `kernels.csr.matmul`)."""
+    return m(x, np.unique(np.concatenate([edges, edges[::-1]], axis=1), axis=1))
+
+
+def _gcn2(rng, f_in, f_out, edges):
+    """A two-layer GCN on a fixed Â (eval mode: no dropout)."""
+    return GCN(f_in, 5, f_out, rng=rng, dtype=np.float64).eval()
+
+
+def _loss_rows(m: GCN, x: Tensor, edges: np.ndarray) -> Tensor:
+    """The output at one node, as a loss on a few training nodes reads it (node N-2, which
+    only sends): every gradient below is zero outside a few rows, and says so (`mark_rows`)."""
+    return m(x, edges)[np.array([max(x.shape[0] - 2, 0)])]
+
+
 LAYERS: list[Case] = [
     layer("gcn_conv", _gcn, _call, dense=_dense_adj),
+    layer("gcn_conv_undirected", _gcn, _undirected),
+    layer("gcn_loss_rows", _gcn2, _loss_rows),
     layer("gcn_conv_edge_weight", _gcn, _call,  # the weights' gradient crosses the degrees
           extra=lambda rng, edges: (leaf(rng.uniform(0.5, 1.5, edges.shape[1])),)),
     layer("gcn_learn_edge_weight", _gcn_learning_edge_weights, lambda m, x, edges: m(x, None)),

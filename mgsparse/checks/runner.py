@@ -110,10 +110,16 @@ def select_ops(ops: Sequence[str] | None = None) -> list[str]:
 def _guarded(oracle: str, case: Case, inputs: tuple, seed: int) -> tuple:
     """The oracle's (abs err, rel err, passed, detail); an exception or a scalar fallback
     fails the row. Other warnings pass through, as if never caught."""
+    return guarded(lambda: ORACLES[oracle](case, inputs, seed))
+
+
+def guarded(check: Callable[[], tuple[float, float, bool]]) -> tuple:
+    """`check()`'s (abs err, rel err, passed) and a detail; an exception or a scalar
+    fallback fails it. Other warnings pass through, as if never caught."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ScalarFallbackWarning)
         try:
-            abs_err, rel_err, passed = ORACLES[oracle](case, inputs, seed)
+            abs_err, rel_err, passed = check()
         except Exception as err:  # noqa: BLE001 — a crashing op is a failed check, not a crash
             return math.nan, math.nan, False, f"{type(err).__name__}: {err}"
     fallbacks = [w for w in caught if issubclass(w.category, ScalarFallbackWarning)]

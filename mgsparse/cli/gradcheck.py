@@ -1,4 +1,5 @@
-"""`mgsparse gradcheck`: every op's and layer's gradient against its oracles, as a table.
+"""`mgsparse gradcheck`: every op's and layer's gradient against its oracles, as a table;
+with --fast-paths, the sweep through the kernels' fast paths (`checks.fast_paths`).
 
 Exit codes: 0 when every check passes, 1 when any fails, 2 for a bad argument (an unknown
 op, which the message answers with the known ones; an unknown size; a --json path the output
@@ -13,7 +14,15 @@ import typer
 
 from mgsparse import checks
 from mgsparse.cli.outputs import check_output, write_json
-from mgsparse.cli.render import DelayedBar, fail, gradcheck_lines, gradcheck_table, out, pipe_width
+from mgsparse.cli.render import (
+    DelayedBar,
+    fail,
+    fast_paths_lines,
+    gradcheck_lines,
+    gradcheck_table,
+    out,
+    pipe_width,
+)
 from mgsparse.errors import MgsparseError
 
 SIZE_NAMES = "|".join(checks.SIZES)
@@ -31,19 +40,25 @@ def gradcheck_command(
     json_path: Path | None = typer.Option(None, "--json", metavar="PATH",
                                           help="Also write the results as JSON here (its "
                                                "folders are created)."),
+    fast_paths: bool = typer.Option(
+        False, "--fast-paths",
+        help="Run every case through the kernels' fast paths instead (kernels.tiny(), at 1 "
+             "and 2 threads): against finite differences, 1 thread against 2 bitwise, and "
+             "against the plain kernels (kernels.reference()); fails if a path goes untaken."),
 ) -> None:
     """Check every op's gradient in float64 against finite differences, its dense
     equivalent and the scalar Value engine; exit 1 if any check fails."""
     try:
         check_output(json_path, "--json")  # the output rule (cli/outputs.py), before any case
+        run = checks.sweep if fast_paths else checks.check_ops
         with DelayedBar() as bar:
-            report = checks.check_ops(op, seed=seed, size=size, progress=bar)
+            report = run(op, seed=seed, size=size, progress=bar)
         if json_path is not None:
             write_json(json_path, report.to_dict())
     except MgsparseError as err:
         fail(err)
     with pipe_width():
         out.print(gradcheck_table(report))
-        for line in gradcheck_lines(report):
+        for line in (fast_paths_lines if fast_paths else gradcheck_lines)(report):
             out.print(line, highlight=False)
     raise typer.Exit(0 if report.passed else 1)

@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from mgsparse.bench import DenseVsSparseResult, Equivalence, SweepResult
-from mgsparse.checks import CheckReport
+from mgsparse.checks import CheckReport, SweepReport
 from mgsparse.errors import MgsparseError
 from mgsparse.run import MemoryReport, SavedRunScores, TrainResult
 from mgsparse.run.monitor import MB
@@ -357,7 +357,9 @@ def gradcheck_table(report: CheckReport) -> Table:
     shapes on the line under the name (wrapped at commas in the name's width). Every other
     cell is kept whole, so the table fits 80 columns: 28 for the longest op name, 48 for
     the rest."""
-    table = Table(title=f"gradient checks, float64, size {report.size}, seed {report.seed}",
+    what = ("fast paths: kernels.tiny() at " + " and ".join(map(str, report.threads))
+            + " threads" if isinstance(report, SweepReport) else "gradient checks")
+    table = Table(title=f"{what}, float64, size {report.size}, seed {report.seed}",
                   caption=GRADCHECK_CAPTION, caption_justify="left", box=box.SIMPLE_HEAD)
     for name in ("op (input shapes)", "nnz", "abs err", "rel err", "oracle", "result"):
         table.add_column(name, no_wrap=name != "op (input shapes)",
@@ -394,6 +396,30 @@ def gradcheck_lines(report: CheckReport) -> list[str]:
 def _count(n: int, noun: str) -> str:
     """``1 op``, ``3 ops``: a count with its noun in the number it takes."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def fast_paths_lines(report: SweepReport) -> list[str]:
+    """A line per failure that has an explanation, the paths taken, then the summary: cases ×
+    thread counts, the worst error against finite differences and against the reference."""
+    lines = [f"[bold red]FAIL[/] {r.op} ({r.oracle}): {escape(r.detail)}"
+             for r in report.rows if r.detail]
+    seen = report.seen
+    lines.append("paths taken: " + ", ".join(f"{k} {n:,}" for k, n in seen.items()))
+    if report.missing:
+        lines.append(f"[bold red]no case took[/]: {', '.join(report.missing)}")
+    worst = []
+    for label, pick in (("finite differences", lambda o: o.endswith("finite differences")),
+                        ("reference", lambda o: "reference" in o)):
+        rows = [r for r in report.rows if pick(r.oracle) and math.isfinite(r.max_abs_err)]
+        if rows:
+            w = max(rows, key=lambda r: r.max_abs_err)
+            worst.append(f"worst abs err against {label} {w.max_abs_err:.1e} ({w.op})")
+    failed = report.failed_ops
+    cases = f"{len(report.ops)} cases × {len(report.threads)} thread counts"
+    head = (f"[bold red]{len(failed)} of {cases} failed[/]: {', '.join(failed)}" if failed
+            else f"[bold red]{cases}: a fast path was never taken[/]" if report.missing
+            else f"[green]{cases}: all {report.gradient_checks} checks passed[/]")
+    return [*lines, "; ".join([head, *worst, f"{report.seconds:.2f} s"])]
 
 
 @contextmanager

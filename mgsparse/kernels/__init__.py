@@ -4,7 +4,7 @@ Ops and layers say what they compute and call the public functions below; every 
 fixed block, column slice, row record, pooled buffer and in-place lock lives under this
 package, and so does every tuned threshold (`tuning`). Each fast path gives the bits of its
 plain path at any thread count, and `tiny()` / `reference()` put every one of them inside the
-gradient proof (`kernels.modes`).
+gradient proof, `counting()` saying which ran (`kernels.modes`).
 """
 
 from mgsparse.kernels import tuning
@@ -32,7 +32,7 @@ from mgsparse.kernels.elementwise import (
     sigmoid,
 )
 from mgsparse.kernels.inplace import freeze, is_frozen, lock, modified_in_place, unlock
-from mgsparse.kernels.modes import reference, tiny
+from mgsparse.kernels.modes import counting, reference, tiny
 from mgsparse.kernels.pool import (
     by_rows,
     default_num_threads,
@@ -56,7 +56,7 @@ from mgsparse.kernels.rows import (
 
 __all__ = [
     "Buffers", "CSRView", "add_rows", "argmax_rows", "build_csr", "by_rows", "column_sums",
-    "csr_matmul", "csr_t_matmul", "default_num_threads", "forget_rows", "freeze",
+    "counting", "csr_matmul", "csr_t_matmul", "default_num_threads", "forget_rows", "freeze",
     "get_num_threads", "index_dtype", "is_frozen", "keep_freed_memory", "known_rows",
     "limit_blas_threads", "lock", "mark_rows", "matmul", "matmul_computed", "matmul_tn",
     "matmul_tn_computed", "modified_in_place", "nnz_blocks", "num_threads", "output_array",

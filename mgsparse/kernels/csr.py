@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import _sparsetools  # the kernels behind scipy's csr @ dense
 
-from mgsparse.kernels import modes, pool, slices
+from mgsparse.kernels import modes, pool, slices, tuning
 from mgsparse.kernels import rows as rowrecords
 from mgsparse.kernels.dense import add_rows
 from mgsparse.kernels.inplace import freeze
@@ -46,7 +46,7 @@ class CSRView:
         # One checked construction per pattern; later matrices copy its attributes.
         self.template = sp.csr_matrix((data, indices, indptr), shape=shape, copy=False)
         self.template.data = None  # every matrix() sets its own; don't hold nnz floats here
-        self._blocks: list[tuple[int, int]] | None = None
+        self._blocks: tuple[tuple, list[tuple[int, int]]] | None = None  # (thresholds, cut)
         self.entry_blocks: list[tuple[int, int]] | None = None  # sparse.graph's row blocks
         self._permuted: tuple[weakref.ref, np.ndarray] | None = None
         self._symmetric: tuple[weakref.ref, bool | None] | None = None  # None: unsorted
@@ -125,8 +125,9 @@ class CSRView:
             out = np.asarray(self.matrix(values) @ X)  # scipy's mixed-dtype and edge paths
             return out if bias is None else out + bias
         out = np.zeros((rows, *X.shape[1:]), dtype=X.dtype)
-        if self._blocks is None:
-            self._blocks = pool.nnz_blocks(self.indptr)
+        cut_for = (tuning.MIN_BLOCK_ROWS, tuning.MAX_BLOCKS)  # a cut `tiny()` made is not kept
+        if self._blocks is None or self._blocks[0] != cut_for:
+            self._blocks = (cut_for, pool.nnz_blocks(self.indptr))
         ptr, idx = self.indptr, self.indices
         if X.ndim == 1:
             def kernel(s, e):
@@ -139,7 +140,7 @@ class CSRView:
                                          out[s:e].reshape(-1))
                 if bias is not None:
                     add_rows(out[s:e], bias, out[s:e])
-        pool.run_blocks(kernel, self._blocks)
+        pool.run_blocks(kernel, self._blocks[1])
         return out
 
     def t_matmul(self, values: np.ndarray, X: np.ndarray, constant: bool = False,
@@ -180,6 +181,8 @@ class CSRView:
         if count > 1:
             out = np.empty((cols, *X.shape[1:]), dtype=X.dtype)
             return self.column_slices(count).scatter(data, X, out, constant, bias)
+        if modes.COUNTS is not None:
+            modes.count("CSC read")
         out = np.zeros((cols, *X.shape[1:]), dtype=X.dtype)
         ptr, idx = self.indptr, self.indices
         if X.ndim == 1:
@@ -244,6 +247,8 @@ def matmul(view: CSRView, values: np.ndarray, dense: np.ndarray, constant: bool,
             T = transposed()
             out = T.scatter(T.data(values, constant=True), dense, constant=True, bias=bias)
         if out is not None:
+            if modes.COUNTS is not None:
+                modes.count("symmetric scatter" if symmetric else "transpose scatter")
             return out
     return view.matmul(values, dense, constant, bias)
 
@@ -261,6 +266,8 @@ def t_matmul(view: CSRView, values: np.ndarray, dense: np.ndarray, constant: boo
     if not _plain():
         rows = rowrecords.sparse_rows(dense)
         if rows is not None:
+            if modes.COUNTS is not None:
+                modes.count("Aᵀ·G rows")
             return _t_matmul_rows(view, values, dense, rows, constant)
         out = view.t_matmul(values, dense, constant)
         if out is not None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.kernels import tuning
+from mgsparse.kernels import modes, tuning
 from mgsparse.kernels.pool import get_num_threads, row_blocks, run_blocks
 
 
@@ -30,6 +30,8 @@ def add_rows(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     k = -(-tuning.TILED_WIDTH // max(c, 1))
     if n < max(tuning.TILED_ROWS, k) or c == 0 or not (a.flags.c_contiguous and out.flags.c_contiguous):
         return np.add(a, b, out=out)
+    if modes.COUNTS is not None:
+        modes.count("tiled add_rows")
     full = n - n % k
     tiled = np.empty(k * c, dtype=b.dtype)
     tiled.reshape(k, c)[:] = b
@@ -67,6 +69,8 @@ def matmul_computed(rows_of: Callable[[Any], np.ndarray], shape: tuple[int, int]
     row may differ in its last bit (BLAS rounds a row by where it falls in its call)."""
     m, k = shape
     out = np.empty((m, b.shape[1]), dtype=b.dtype)  # an op's operands share one dtype
+    if modes.COUNTS is not None and m > tuning.CACHE_ROWS:
+        modes.count("computed operand chunks")
 
     def block(s, e):
         for start in range(s, e, tuning.CACHE_ROWS):

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from mgsparse.kernels import dense
 from mgsparse.kernels.buffers import output_array
-from mgsparse.kernels.dense import add_rows
 from mgsparse.kernels.pool import by_rows
 
 
@@ -27,7 +27,7 @@ def add(a: Any, b: Any) -> np.ndarray:
     give the one call's numbers. Anything else is numpy's broadcasting `np.add`."""
     if type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == b.dtype:
         if a.ndim == 2 and b.ndim == 1 and b.shape[0] == a.shape[1]:
-            return by_rows(lambda o, a_: add_rows(a_, b, o), np.empty_like(a), a)
+            return by_rows(lambda o, a_: dense.add_rows(a_, b, o), np.empty_like(a), a)
         if a.ndim >= 2 and a.shape == b.shape:  # two layers' outputs (GraphSAGE's two terms)
             return by_rows(lambda o, a_, b_: np.add(a_, b_, out=o), np.empty_like(a), a, b)
     return np.add(a, b)

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from mgsparse.errors import HyperparameterError
-from mgsparse.kernels import tuning
+from mgsparse.kernels import modes, tuning
 from mgsparse.kernels.blas import limit_blas_threads
 
 ENV_VAR = "MGSPARSE_NUM_THREADS"
@@ -113,10 +113,10 @@ def row_blocks(num_rows: int, min_rows: int | None = None) -> list[tuple[int, in
     Depends on the size only, so every thread count cuts the work the same way. Equal and
     even so that two threads take equal shares: 9,700 rows were cut 4,096 + 4,096 + 1,508,
     one thread's share half again the other's (a sampled batch's weight gradient at two
-    threads: 0.82–0.91 ms, 0.76 in four blocks of 2,425).
+    threads: 0.82–0.91 ms, 0.76 in four blocks of 2,425). One block under `kernels.reference()`.
     """
-    if num_rows <= 0:
-        return [(0, 0)]
+    if num_rows <= 0 or modes.State.reference:
+        return [(0, max(num_rows, 0))]
     min_rows = tuning.MIN_BLOCK_ROWS if min_rows is None else min_rows
     count = min(tuning.MAX_BLOCKS, -(-num_rows // min_rows))
     count += count % 2 if count > 1 else 0
@@ -159,10 +159,16 @@ def run_blocks(fn: Callable[[int, int], Any], blocks: Sequence[tuple[int, int]],
     until none is left: one hand-off per helper and op, not a future per block (~10 µs each,
     a thousand in an arxiv-sized epoch), and the caller works instead of waiting. A block
     that raises stops the others from starting new blocks; the first error is raised once
-    every helper is done, so nothing still writes into the outputs."""
+    every helper is done, so nothing still writes into the outputs. Under
+    `kernels.reference()` every block runs here, in order (`modes.counting` sees each cut)."""
     get_num_threads()
-    if here or _State.pool is None or len(blocks) < 2 or getattr(_IN_BLOCK, "active", False):
+    if modes.COUNTS is not None and len(blocks) > 1:
+        modes.count_caller()
+    if (here or _State.pool is None or len(blocks) < 2 or modes.State.reference
+            or getattr(_IN_BLOCK, "active", False)):
         return [fn(a, b) for a, b in blocks]  # a block's own blocks run where it runs
+    if modes.COUNTS is not None:
+        modes.count("pool threads")
     results: list = [None] * len(blocks)
     claim, errors = _Counter(len(blocks)), []
 

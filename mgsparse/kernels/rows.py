@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from mgsparse.kernels import pool, tuning
+from mgsparse.kernels import modes, pool, tuning
 
 _KNOWN_ROWS: dict[int, tuple[weakref.ref, np.ndarray]] = {}  # id(g) -> (g, its rows)
 
@@ -70,6 +70,8 @@ def sparse_rows(g: np.ndarray) -> np.ndarray | None:
     ones = np.ones(g.shape[1], dtype=g.dtype) if g.ndim == 2 else None
     known = known_rows(g)
     if known is not None and len(known) <= limit:  # recorded (`mark_rows`): read those only
+        if modes.COUNTS is not None:
+            modes.count("row record read")
         return known[(g[known] if ones is None else np.abs(g[known]) @ ones) != 0]
     seen, over = [0], [False]  # rows found so far (a lost update never counts one twice)
 
@@ -87,6 +89,8 @@ def sparse_rows(g: np.ndarray) -> np.ndarray | None:
                                 here=g.size < tuning.MIN_PARALLEL_ELEMENTS)
     if over[0] or sum(map(len, found)) > limit:
         return None
+    if modes.COUNTS is not None:
+        modes.count("row scan found")
     return np.concatenate(found)
 
 
@@ -107,6 +111,8 @@ def matmul_tn_computed(rows_of: Callable[[Any], np.ndarray], shape: tuple[int, i
     if shape[0] * shape[1] * g.shape[1] < tuning.MIN_PARALLEL_WORK:
         return rows_of(slice(None)).T @ g
     rows = sparse_rows(g)
+    if modes.COUNTS is not None:
+        modes.count("matmul_tn rows" if rows is not None else "matmul_tn blocks")
     if rows is not None:  # those rows gathered and multiplied by blocks of them
         partials = pool.run_blocks(lambda s, e: rows_of(rows[s:e]).T @ g[rows[s:e]],
                                        pool.row_blocks(len(rows)))

@@ -40,7 +40,7 @@ import weakref
 import numpy as np
 from scipy.sparse import _sparsetools
 
-from mgsparse.kernels import pool, tuning
+from mgsparse.kernels import modes, pool, tuning
 from mgsparse.kernels.dense import add_rows
 from mgsparse.kernels.inplace import freeze
 
@@ -135,6 +135,8 @@ class ColumnSlices:
         first and adds the bias after, each on its own thread while the rows are in cache:
         no serial pass over the whole output (`np.zeros`' memset, a bias pass), and the same
         bits as zeros, the product, then the bias."""
+        if modes.COUNTS is not None:
+            modes.count("column slices")
         rows, cols = self.shape
         kept = self.values(values, constant)
         positions = self.positions if kept is None else None

@@ -65,8 +65,32 @@ TINY = {
     "SPARSE_ROWS_MAX": 1 / 2,
     "COUNT_BLOCKS": 3,
     "MIN_WIDTH": 2,
-    "SLICE_BYTES": 16,
+    "SLICE_BYTES": 128,  # a vector's Aᵀ·x at 1 thread one CSC call, wider outputs in slices
     "SCATTER_CHUNKS": 3,
     "SDDMM_CHUNK": 5,
     "ENTRIES_PER_BLOCK": 4,
+}
+
+# `kernels.tiny(regroup=False)`: the paths whose floats may differ from the one call's by
+# design take it. aᵀ·g adds row-block partials (or sums over g's nonzero rows only), a long
+# scatter-add adds chunks' sums; and a dense product's row blocks are BLAS calls of other
+# shapes, which at gradcheck sizes BLAS computes with other kernels (3 × 4 by 4 × 3 in blocks
+# of 2 and 1 rows: 1.8e-15 off; at 9,700-100,000 rows in 4-26 blocks: the same bits)
+ONE_CALL_SUMS = {"MIN_PARALLEL_WORK": 1 << 62, "CACHE_ROWS": 1 << 62, "SCATTER_CHUNKS": 1}
+
+# the values `kernels.reference()` sets: no size reaches a fast path (with `modes.State`)
+_NEVER = 1 << 62
+REFERENCE = {
+    "MIN_BLOCK_ROWS": _NEVER,
+    "MAX_BLOCKS": 1,
+    "MIN_PARALLEL_WORK": _NEVER,
+    "MIN_PARALLEL_ELEMENTS": _NEVER,
+    "TILED_ROWS": _NEVER,
+    "CACHE_ROWS": _NEVER,
+    "SPARSE_ROWS_MAX": 0,
+    "COUNT_BLOCKS": 1,
+    "SLICE_BYTES": _NEVER,
+    "SCATTER_CHUNKS": 1,
+    "SDDMM_CHUNK": _NEVER,
+    "ENTRIES_PER_BLOCK": _NEVER,
 }

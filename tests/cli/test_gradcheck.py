@@ -191,3 +191,36 @@ def test_the_table_fits_80_columns_with_every_cell_whole():
     assert all(r[-3] == "finite" for r in results if r[-2] == "diff")
     assert "7×4, 4×5, 5, 5×3, 3, 5×3, 3" in text  # nn.vgae's shapes, whole on their line
     assert "finite diff: central finite differences" in " ".join(text.split())
+
+
+# ---------------------------------------------------------------- --fast-paths
+
+
+def test_fast_paths_prints_the_sweep_and_writes_its_json(run, tmp_path):
+    path = tmp_path / "fast.json"
+    result = run("--fast-paths", "--op", "engine.add", "--op", "nn.gcn_loss_rows", "--json", path)
+    assert result.exit_code == 0, result.output
+    assert "fast paths: kernels.tiny() at 1 and 2 threads, float64, size small" in result.output
+    for oracle in ("tiny, 1 thread: finite differences", "tiny, 2 threads: finite differences",
+                   "1 thread = 2, bitwise", "tiny = reference, bitwise",
+                   "tiny ≈ reference (regrouped)", "tiny, sums as one call = reference"):
+        assert oracle in result.output, oracle
+    assert "2 cases × 2 thread counts: all 9 checks passed" in result.output
+    assert "paths taken: Aᵀ·G rows" in result.output and "row record read" in result.output
+    report = json.loads(path.read_text())
+    assert report["threads"] == [1, 2] and report["missing_paths"] == []
+    assert report["paths"]["row record read"] > 0 and report["passed"] is True
+
+
+def test_fast_paths_exits_1_on_a_planted_fast_path_bug(run, monkeypatch):
+    """A row record one row short: the plain command passes, --fast-paths fails the case."""
+    from mgsparse import kernels
+
+    mark_rows = kernels.rows.mark_rows
+    short = lambda g, rows: mark_rows(g, rows[:-1])
+    monkeypatch.setattr(kernels.rows, "mark_rows", short)
+    monkeypatch.setattr(kernels, "mark_rows", short)
+    assert run("--op", "nn.gcn_loss_rows").exit_code == 0
+    result = run("--fast-paths", "--op", "nn.gcn_loss_rows")
+    assert result.exit_code == 1
+    assert "1 of 1 cases × 2 thread counts failed: nn.gcn_loss_rows" in result.output

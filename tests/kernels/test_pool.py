@@ -16,7 +16,7 @@ from mgsparse.errors import HyperparameterError
 from mgsparse.kernels.buffers import Buffers
 from mgsparse.nn import functional as F
 from mgsparse.nn.gcn import GCN
-from mgsparse.sparse import gcn_norm, num_threads, sddmm, set_num_threads
+from mgsparse.sparse import gcn_norm, num_threads, set_num_threads
 
 
 @pytest.fixture(autouse=True)
@@ -94,19 +94,6 @@ def test_gcn_gradients_are_bitwise_equal_on_one_and_three_threads(every):
     assert len(one) == 4
     for a, b in zip(one, three):
         np.testing.assert_array_equal(a, b)
-
-
-def test_sddmm_in_chunks_is_bitwise_equal_across_threads(monkeypatch):
-    monkeypatch.setattr("mgsparse.kernels.tuning.SDDMM_CHUNK", 64)
-    rng = np.random.default_rng(2)
-    A = SparseTensor(rng.integers(0, 300, (2, 3000)), np.ones(3000), (300, 300))
-    X, Y = rng.standard_normal((300, 8)), rng.standard_normal((300, 8))
-    with num_threads(1):
-        one = sddmm(A, X, Y).values.data
-    with num_threads(3):
-        three = sddmm(A, X, Y).values.data
-    np.testing.assert_array_equal(one, three)
-    np.testing.assert_allclose(one, np.einsum("ij,ij->i", X[A.row], Y[A.col]), atol=1e-12)
 
 
 # ---------------------------------------------------------------- dropout masks

@@ -225,41 +225,6 @@ def test_a_bias_added_inside_the_product_is_bitwise_the_product_plus_the_bias(rn
         assert list(s.csr()._slices) == ([2] if threads == 2 else [])
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_a_wide_product_scatters_in_slices_with_the_one_calls_bits(rng, threads, monkeypatch):
-    """An output over `kernels.tuning.SLICE_BYTES` is scattered in slices at one thread too: Aᵀ·G and
-    a fixed symmetric Â·X, bitwise the one call; a fixed canonical A that is not symmetric
-    (GraphSAGE's D⁻¹A) scatters through its transpose's CSR, bitwise its CSR kernel."""
-    from mgsparse import kernels
-
-    n = 2 * kernels.tuning.MIN_BLOCK_ROWS + 7
-    X = rng.standard_normal((n, 16)).astype(np.float32)
-    b = rng.standard_normal(16).astype(np.float32)
-    A = _gcn_adjacency(n, 3 / n, seed=8)
-    m = _random_pattern(n, 3 / n, seed=9, dtype=np.float32)
-    m = sp.csr_matrix(sp.diags(1 / np.maximum(m.getnnz(axis=1), 1)) @ m, dtype=np.float32)
-    m.sort_indices()
-    mean = SparseTensor.from_scipy(m)  # row-normalised: not its own transpose
-    with kernels.num_threads(1):  # the references: one call, the CSR kernel
-        want_t = A._structure.t_matmul(A.values.data, X)
-        want_a = A._structure.csr().matmul(A.values.data, X) + b
-        want_m = mean._structure.csr().matmul(mean.values.data, X) + b
-    monkeypatch.setattr(kernels.tuning, "SLICE_BYTES", n * 16 * 4 // 3)  # three slices' worth
-    count = 3 if threads == 1 else 4  # on the pool, a multiple of its threads
-    with kernels.num_threads(threads):
-        got_t = A._structure.t_matmul(A.values.data, X)
-        assert list(A._structure.csr()._slices) == [count]
-        for _ in range(2):  # the second product: the arrays are known fixed
-            got_a = A._structure.matmul(A.values.data, X, constant=True, bias=b)
-            got_m = mean._structure.matmul(mean.values.data, X, constant=True, bias=b)
-        assert mean._structure._T is not None and list(mean._structure._T.csr()._slices) == [count]
-        assert not mean.values.data.flags.writeable  # its permuted copy is kept: frozen
-    assert got_t.tobytes() == want_t.tobytes()
-    assert got_a.tobytes() == want_a.tobytes()
-    assert got_m.tobytes() == want_m.tobytes()
-    np.testing.assert_allclose(got_m, m @ X + b, rtol=1e-5, atol=1e-5)
-
-
 def test_slices_of_two_counts_are_both_kept(rng):
     """Products of two widths on one pattern take two slice counts: each built once."""
     A = _gcn_adjacency(300, 0.05, seed=10)
