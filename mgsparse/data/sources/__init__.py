@@ -122,9 +122,9 @@ def source_for(dataset: str) -> Source:
 
 # The registry: every catalog `source` string, once. (Imported here, at the foot, because each
 # source module subclasses `Source` above.)
-from mgsparse.data.sources import csv, karate, ogb, planetoid, synthetic, tu
+from mgsparse.data.sources import csv, karate, molecules, ogb, planetoid, synthetic, tu
 
 SOURCES: dict[str, Source] = {s.name: s for s in (
     planetoid.Planetoid(), ogb.Ogb(), karate.Karate(), synthetic.Synthetic(), csv.Csv(),
-    tu.Tu(),
+    tu.Tu(), molecules.Molecules(),
 )}
