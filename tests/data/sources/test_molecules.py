@@ -177,3 +177,17 @@ def test_freesolv_over_loopback_with_ogb_features(real_mirror):
     assert mols.target == "expt" and mols.unit == "kcal/mol" and mols.y[0] == -11.01
     assert mols.names[1] == "CS(=O)(=O)Cl"
     assert (mols.x.sum(axis=1) == 9).all() and (mols.edge_attr.sum(axis=1) == 3).all()
+
+
+def test_datasets_info_describes_a_molecule_file(cli, tmp_path):
+    config = tmp_path / "c.yaml"
+    three_molecules(tmp_path / "m.sdf")
+    config.write_text("dataset:\n  name: molecules\n  path: m.sdf\n  target: SOL\n")
+    result = cli("datasets", "info", config)
+    assert result.exit_code == 0, result.output
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip()
+            for line in result.stdout.splitlines() if line.count("│") == 3}
+    assert rows["molecules"] == "3" and rows["atoms"] == "10" and rows["edges (directed)"] == "14"
+    assert rows["atom features"] == "11" and rows["bond features"] == "4"
+    assert rows["target SOL"] == "mean 0.117, std 0.997, range -1.25 .. 1.10"
+    assert rows["fixed test part"] == "none (split by seed)"
