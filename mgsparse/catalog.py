@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class DatasetFacts:
     name: str
-    kind: str  # "graph" | "graphs" | "points"
+    kind: str  # "graph" | "graphs" | "molecules" | "points"
     source: str  # "planetoid" | "ogb" | "tu" | "builtin" | "generated" | "files"
     description: str
     paper_accuracy: dict[str, float] = field(default_factory=dict)  # model kind -> test acc
@@ -85,6 +85,14 @@ DATASETS: dict[str, DatasetFacts] = {d.name: d for d in (
     DatasetFacts("dd", "graphs", "tu",
                  "1,178 proteins (TU): 334,925 nodes, 89 amino-acid labels, 2 classes",
                  num_classes=2, title="DD"),
+    DatasetFacts("solubility", "molecules", "molecules",
+                 "1,282 molecules (RDKit book, SDF): aqueous solubility SOL = log S, fixed "
+                 "split 1,025 train / 257 test; 3 classes in SOL_classification"),
+    DatasetFacts("freesolv", "molecules", "molecules",
+                 "642 molecules (MoleculeNet, SMILES; needs RDKit): hydration free energy "
+                 "expt, kcal/mol"),
+    DatasetFacts("molecules", "molecules", "molecules",
+                 "your own molecules: an SDF or a CSV of SMILES (dataset.path, dataset.target)"),
     DatasetFacts("moons", "points", "generated", "two interleaving half circles (2-D points)",
                  maker="make_moons", num_classes=2),
     DatasetFacts("circles", "points", "generated", "a circle inside a circle (2-D points)",
@@ -121,6 +129,8 @@ MODELS: dict[str, ModelFacts] = {m.kind: m for m in (
 DATASET_NAMES: tuple[str, ...] = tuple(DATASETS)
 GRAPH_DATASETS: tuple[str, ...] = tuple(n for n, d in DATASETS.items() if d.kind == "graph")
 GRAPHSET_DATASETS: tuple[str, ...] = tuple(n for n, d in DATASETS.items() if d.kind == "graphs")
+MOLECULE_DATASETS: tuple[str, ...] = tuple(n for n, d in DATASETS.items()
+                                            if d.kind == "molecules")
 POINT_DATASETS: tuple[str, ...] = tuple(n for n, d in DATASETS.items() if d.kind == "points")
 PLANETOID_DATASETS: tuple[str, ...] = tuple(n for n, d in DATASETS.items()
                                             if d.source == "planetoid")
@@ -144,3 +154,8 @@ def is_points(dataset: str) -> bool:
 def is_graphset(dataset: str) -> bool:
     """A set of small graphs with one label each (graph classification: MUTAG, NCI1, ...)."""
     return dataset in DATASETS and DATASETS[dataset].kind == "graphs"
+
+
+def is_molecules(dataset: str) -> bool:
+    """A set of molecules with a graph target (regression, or classes): solubility, ..."""
+    return dataset in DATASETS and DATASETS[dataset].kind == "molecules"

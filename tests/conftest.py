@@ -151,6 +151,24 @@ def require_real_tu() -> Path:
     pytest.skip(message)
 
 
+SHARED_MOLECULES = REPO_ROOT.parent / "shared" / "molecules"
+USER_MOLECULES = os.environ.get("MGSPARSE_MOLECULES_URL")  # read at start-up, as USER_TU
+REAL_MOLECULE_FILES = ("solubility.train.sdf", "solubility.test.sdf", "freesolv.csv")
+
+
+def require_real_molecules() -> Path:
+    """A folder of the real solubility SDF files and FreeSolv's CSV: MGSPARSE_MOLECULES_URL
+    (a folder), else ../shared/molecules; skip without one, unless MGSPARSE_REQUIRE_REAL_DATA=1
+    (CI), where its absence is a failure."""
+    for folder in filter(None, (USER_MOLECULES and Path(USER_MOLECULES), SHARED_MOLECULES)):
+        if all((folder / name).is_file() for name in REAL_MOLECULE_FILES):
+            return folder
+    message = f"real molecule files not found (MGSPARSE_MOLECULES_URL, {SHARED_MOLECULES})"
+    if os.environ.get("MGSPARSE_REQUIRE_REAL_DATA") == "1":
+        pytest.fail(message + " (MGSPARSE_REQUIRE_REAL_DATA=1)")
+    pytest.skip(message)
+
+
 # --- loopback servers ---------------------------------------------------------------------------
 
 @contextmanager

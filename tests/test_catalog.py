@@ -21,6 +21,7 @@ from mgsparse.catalog import (
     GRAPHSET_DATASETS,
     MODEL_KINDS,
     MODELS,
+    MOLECULE_DATASETS,
     NODE_MODEL_KINDS,
     PLANETOID_DATASETS,
     POINT_DATASETS,
@@ -37,7 +38,9 @@ def test_the_names_are_the_keys_and_each_kind_is_listed_once():
     assert all(name == facts.name for name, facts in DATASETS.items())
     assert all(kind == facts.kind for kind, facts in MODELS.items())
     assert DATASET_NAMES == tuple(DATASETS) and MODEL_KINDS == tuple(MODELS)
-    assert set(GRAPH_DATASETS) | set(GRAPHSET_DATASETS) | set(POINT_DATASETS) == set(DATASETS)
+    assert set(GRAPH_DATASETS) | set(GRAPHSET_DATASETS) | set(POINT_DATASETS) | set(
+        MOLECULE_DATASETS) == set(DATASETS)
+    assert set(MOLECULE_DATASETS) == {"solubility", "freesolv", "molecules"}
     assert not set(GRAPH_DATASETS) & set(POINT_DATASETS)
     assert not set(GRAPHSET_DATASETS) & (set(GRAPH_DATASETS) | set(POINT_DATASETS))
     assert set(GRAPHSET_DATASETS) == {"mutag", "nci1", "nci109", "proteins", "enzymes", "dd"}
@@ -49,8 +52,9 @@ def test_the_names_are_the_keys_and_each_kind_is_listed_once():
 @pytest.mark.parametrize("name", DATASET_NAMES)
 def test_every_dataset_has_a_known_kind_source_and_maker(name):
     facts = DATASETS[name]
-    assert facts.kind in ("graph", "graphs", "points") and facts.description
-    assert facts.source in ("planetoid", "ogb", "tu", "builtin", "generated", "files")
+    assert facts.kind in ("graph", "graphs", "molecules", "points") and facts.description
+    assert facts.source in ("planetoid", "ogb", "tu", "builtin", "generated", "files",
+                            "molecules")
     assert is_points(name) == (facts.kind == "points")
     assert is_graphset(name) == (facts.kind == "graphs")
     if facts.source == "generated":

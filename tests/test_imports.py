@@ -8,8 +8,8 @@ errors only. `kernels` (how things run fast) imports `errors` alone, and every o
 reaches it through its public names only (`mgsparse.kernels.__all__`), never a module inside
 it. `distributed` (the MPI pieces) sits under the run layer, whose distributed task
 uses it. Only `cli` imports typer, rich and matplotlib (its `plots`), mpi4py only
-`distributed` and pymetis only `data`, the three extras each only inside a function (lazily),
-so nothing loads an optional extra until it is used.
+`distributed` and pymetis and rdkit only `data`, the four extras each only inside a function
+(lazily), so nothing loads an optional extra until it is used.
 
 Two checks: every `import` statement of every module (parsed with `ast`, function bodies
 included) points down the chain; and each package imported alone in a fresh interpreter loads
@@ -58,8 +58,8 @@ MAY_IMPORT["__main__"] = {"_entry"}
 # the root re-exports the engine and sparse lazily (module __getattr__): no import statement
 MAY_IMPORT["mgsparse"] = set()
 THIRD_PARTY_ONLY_IN = {"typer": {"cli"}, "rich": {"cli"}, "matplotlib": {"cli"},
-                       "mpi4py": {"distributed"}, "pymetis": {"data"}}
-LAZY_ONLY = {"matplotlib", "mpi4py", "pymetis"}  # optional extras: inside functions only
+                       "mpi4py": {"distributed"}, "pymetis": {"data"}, "rdkit": {"data"}}
+LAZY_ONLY = {"matplotlib", "mpi4py", "pymetis", "rdkit"}  # optional extras: inside functions only
 
 
 def all_modules(path: Path = PACKAGE_DIR, prefix: str = "mgsparse") -> list[str]:

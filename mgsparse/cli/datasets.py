@@ -10,6 +10,7 @@ from rich.table import Table
 from mgsparse.cli.progress import download_bar
 from mgsparse.cli.render import datasets_table, fail, info_table, out
 from mgsparse.data import GraphSet, dataset_info, download_dataset, list_datasets
+from mgsparse.data.moleculeset import MoleculeSet
 from mgsparse.errors import MgsparseError
 from mgsparse.run.placed import graph_for
 
@@ -57,8 +58,29 @@ def info_command(target: str = typer.Argument(..., metavar="NAME_OR_PATH", help=
         fail(err)
     if isinstance(graph, GraphSet):
         out.print(graphset_table(graph.info()))
+    elif isinstance(graph, MoleculeSet):
+        out.print(molecules_table(graph.info()))
     else:
         out.print(info_table(dataset_info(graph)))
+
+
+def molecules_table(info: dict) -> Table:
+    """`MoleculeSet.info`: counts, feature widths and the target's spread or classes."""
+    table = Table(title=f"{info['name']}", show_header=False)
+    table.add_column("property", style="bold")
+    table.add_column("value", justify="right")
+    stats = info["target_stats"]
+    target = (", ".join(stats["classes"]) if "classes" in stats else
+              f"mean {stats['mean']:.3f}, std {stats['std']:.3f}, "
+              f"range {stats['min']:.2f} .. {stats['max']:.2f} {info['unit']}".rstrip())
+    fixed = "none (split by seed)" if info["fixed_test"] is None else f"{info['fixed_test']:,}"
+    for key, value in (("molecules", f"{info['graphs']:,}"), ("atoms", f"{info['nodes']:,}"),
+                       ("edges (directed)", f"{info['edges']:,}"),
+                       ("atom features", f"{info['features']}"),
+                       ("bond features", f"{info['edge_features']}"),
+                       (f"target {info['target']}", target), ("fixed test part", fixed)):
+        table.add_row(key, value)
+    return table
 
 
 def graphset_table(info: dict) -> Table:

@@ -186,7 +186,7 @@ def _files_from(config: Config, folder: Path) -> Config:
     """The user's files named relative to the config's folder, made absolute once, so the
     resolved config saved beside a run finds them again from anywhere."""
     ds = config.dataset
-    files = {key: _absolute(folder / getattr(ds, key)) for key in FILE_KEYS
+    files = {key: _absolute(folder / getattr(ds, key)) for key in (*FILE_KEYS, "path")
              if getattr(ds, key) is not None}
     if not files:
         return config

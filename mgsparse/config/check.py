@@ -23,10 +23,18 @@ from mgsparse.catalog import (
     MODELS,
     NODE_MODEL_KINDS,
     is_graphset,
+    is_molecules,
     is_points,
 )
 from mgsparse.config.rules import check_link, check_unread_keys
-from mgsparse.config.sections import FILE_KEYS, Config, DatasetConfig, ModelConfig, OptimConfig
+from mgsparse.config.sections import (
+    FILE_KEYS,
+    MOLECULE_KEYS,
+    Config,
+    DatasetConfig,
+    ModelConfig,
+    OptimConfig,
+)
 from mgsparse.config.yaml import Where
 from mgsparse.errors import ConfigError, did_you_mean
 
@@ -185,7 +193,12 @@ def _graphless() -> list[str]:
 def _sampled(config: Config) -> bool:
     """A graph run on neighbour-sampled mini-batches (point clouds batch without sampling)."""
     name = config.dataset.name
-    return config.train.batch_size is not None and not (is_points(name) or is_graphset(name))
+    return config.train.batch_size is not None and not (is_points(name) or _graph_sets(name))
+
+
+def _graph_sets(name: str) -> bool:
+    """Many small graphs trained in batches of graphs: TU sets and molecule sets."""
+    return is_graphset(name) or is_molecules(name)
 
 
 def _check_data(config: Config, where: Where) -> None:
@@ -208,6 +221,23 @@ def _check_data(config: Config, where: Where) -> None:
     if named and not files:
         raise ConfigError(f"{where(('dataset', named[0]))}: dataset.{named[0]} is read only "
                           f"for your own files (dataset.name: csv), not {data.name!r}")
+    _check_molecule_keys(data, where)
+
+
+def _check_molecule_keys(data: DatasetConfig, where: Where) -> None:
+    """The molecule keys are read for molecule sets only; your own molecules need a file."""
+    defaults = {f.name: f.default for f in dataclasses.fields(DatasetConfig)}
+    named = [key for key in MOLECULE_KEYS if getattr(data, key) != defaults[key]]
+    if named and not is_molecules(data.name):
+        raise ConfigError(f"{where(('dataset', named[0]))}: dataset.{named[0]} is read for "
+                          f"molecule sets only (solubility, freesolv, molecules), not "
+                          f"{data.name!r}")
+    if data.name == "molecules" and data.path is None:
+        raise ConfigError(f"{where(('dataset', 'name'))}: dataset.name 'molecules' reads your "
+                          f"own file: dataset.path must name an .sdf file or a .csv of SMILES")
+    if data.name != "molecules" and data.path is not None:
+        raise ConfigError(f"{where(('dataset', 'path'))}: dataset.path is read for your own "
+                          f"molecules (dataset.name: molecules), not {data.name!r}")
 
 
 def _check_held_out(data: DatasetConfig, where: Where) -> None:
@@ -262,7 +292,14 @@ def _check_loss(config: Config, where: Where) -> None:
     cross-entropy: a graph run with another loss or head would silently train that one
     while metrics.json recorded the setting, so it is refused. Point clouds pair them."""
     data, loss, head = config.dataset, config.train.loss, config.model.head
-    if not is_points(data.name) and loss != "cross_entropy":
+    if is_molecules(data.name) and loss == "bce":
+        raise ConfigError(f"{where(('train', 'loss'))}: train.loss 'bce' is for point clouds; "
+                          f"a molecule set trains mse, l1 or huber (a numeric target) or "
+                          f"cross_entropy (a class target)")
+    if loss in ("l1", "huber") and not is_molecules(data.name):
+        raise ConfigError(f"{where(('train', 'loss'))}: train.loss {loss!r} is for molecule "
+                          f"regression (solubility, freesolv, molecules), not {data.name!r}")
+    if not is_points(data.name) and not is_molecules(data.name) and loss != "cross_entropy":
         raise ConfigError(f"{where(('train', 'loss'))}: train.loss {loss!r} is for point "
                           f"clouds: graph tasks train with cross_entropy (dataset "
                           f"{data.name!r}; set loss: cross_entropy)")
@@ -317,7 +354,7 @@ def _check_graph_classification(config: Config, where: Where) -> None:
         raise ConfigError(f"{where(('train', 'runs'))}: train.runs {train.runs} with "
                           f"train.folds {train.folds}: a k-fold run trains one model per "
                           f"fold (set runs: 1)")
-    if is_graphset(data.name) and kind not in GRAPH_CLASSIFIER_KINDS:
+    if _graph_sets(data.name) and kind not in GRAPH_CLASSIFIER_KINDS:
         raise ConfigError(f"{where(('model', 'kind'))}: model.kind {kind!r} has no graph "
                           f"classifier for dataset {data.name!r}; use one of "
                           f"{', '.join(GRAPH_CLASSIFIER_KINDS)}")
@@ -379,7 +416,7 @@ def _check_reorder(config: Config, where: Where) -> None:
     data = config.dataset
     if data.reorder == "none":
         return
-    if config.task == "link" or is_points(data.name) or is_graphset(data.name):
+    if config.task == "link" or is_points(data.name) or _graph_sets(data.name):
         what = "task: link" if config.task == "link" else f"dataset {data.name!r}"
         raise ConfigError(f"{where(('dataset', 'reorder'))}: dataset.reorder: {data.reorder} "
                           f"orders the nodes of one graph for node classification, not "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from mgsparse.catalog import is_graphset, is_points
+from mgsparse.catalog import is_graphset, is_molecules, is_points
 from mgsparse.config.sections import FILE_KEYS, Config, DatasetConfig
 from mgsparse.config.yaml import Where
 from mgsparse.errors import ConfigError
@@ -75,7 +75,7 @@ def check_link(config: Config, where: Where) -> None:
     leave edges to train on, an undirected split needs an undirected graph, and a VGAE needs
     a body below its two heads."""
     data, link = config.dataset, config.link
-    if is_points(data.name) or is_graphset(data.name):
+    if is_points(data.name) or is_graphset(data.name) or is_molecules(data.name):
         raise ConfigError(f"{where(('task',))}: task: link predicts the edges of one graph; "
                           f"dataset {data.name!r} is not one")
     if link.val + link.test >= 1:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from mgsparse.catalog import DATASET_NAMES, MODEL_KINDS
 
 FILE_KEYS = ("edges", "features", "labels", "train_nodes", "val_nodes", "test_nodes")
+MOLECULE_KEYS = ("target", "smiles_column", "path")  # read for molecule sets only
 MAX_DEPTH = 1024  # model.layers and model.k: see ModelConfig
 BOUND_NAMES = ("ge", "gt", "le", "lt")  # >=, >, <=, <: `check.BOUNDS` gives their meaning
 
@@ -65,6 +66,12 @@ class DatasetConfig:
     directed: bool = False  # csv and OGB: keep edges one-way (GCN expects both ways)
     # node order at load (data/reorder.py); metis needs pymetis (the distributed extra)
     reorder: Literal["none", "rcm", "degree", "metis"] = "none"
+    # molecules (solubility, freesolv; name: molecules for your own file): the SDF property
+    # or CSV column to predict (null: the set's own, SOL or expt), the CSV's SMILES column,
+    # and your own .sdf or .csv file (relative to the config's folder)
+    target: str | None = None
+    smiles_column: str = "smiles"
+    path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -135,7 +142,9 @@ class TrainConfig:
     seed: int = _num(0, ge=0)
     runs: int = _num(1, ge=1)
     grad_clip_norm: float | None = _num(1.0, gt=0)
-    loss: Literal["cross_entropy", "bce", "mse"] = "cross_entropy"
+    # molecules: mse, l1 or huber (δ = 1 on standardised targets) train a numeric target,
+    # cross_entropy a class target
+    loss: Literal["cross_entropy", "bce", "mse", "l1", "huber"] = "cross_entropy"
     batch_size: int | None = _num(None, ge=1)
     # full batch computed on the rows the loss and scores read, and their neighbourhoods
     # (run/field.py); "auto": when that is at most half the graph

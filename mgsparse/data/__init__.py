@@ -53,7 +53,7 @@ __all__ = [
 
 # what `load_dataset` builds: graphs, then sets of graphs (points: `make_moons`, ...)
 KNOWN_DATASETS = GRAPH_DATASETS + GRAPHSET_DATASETS
-_LOADABLE = ("graph", "graphs")
+_LOADABLE = ("graph", "graphs", "molecules")
 
 
 def load_dataset(name: str, root: str | Path | None = None, split: str = "public",

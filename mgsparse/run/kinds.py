@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mgsparse.catalog import is_graphset, is_points
+from mgsparse.catalog import is_graphset, is_molecules, is_points
 from mgsparse.config import Config
 from mgsparse.errors import ConfigError
 from mgsparse.run.budget import budget_bytes, fit_within_budget
@@ -12,6 +12,7 @@ from mgsparse.run.tasks.graphs import GraphClassificationTask
 from mgsparse.run.tasks.links import LinkTask, load_link_graph
 from mgsparse.run.tasks.nodes import GraphTask
 from mgsparse.run.tasks.points import PointTask
+from mgsparse.run.tasks.regression import molecule_task
 from mgsparse.run.tasks.sampled import SampledGraphTask
 from mgsparse.sparse import set_num_threads
 
@@ -34,6 +35,8 @@ def make_task(config: Config, progress: Progress | None = None) -> Task:
         task: Task = PointTask(config)
     elif config.task == "link":  # held-out edges of one graph, full batch
         task = LinkTask(config, load_link_graph(config.dataset, progress), budget=budget)
+    elif is_molecules(config.dataset.name):  # one target per molecule: regression or classes
+        task = molecule_task(config, load_graph(config.dataset, progress), budget=budget)
     elif is_graphset(config.dataset.name):  # one label per graph, batches of graphs
         task = GraphClassificationTask(config, load_graph(config.dataset, progress),
                                        budget=budget)

@@ -46,7 +46,7 @@ BAD_CONFIGS = [
     pytest.param(HEADER + "train:\n  grad_clip_norm: 0\n", 5,
                  "train.grad_clip_norm must be > 0 or null (got 0)", id="clip-zero"),
     pytest.param(HEADER + "train:\n  loss: hinge\n", 5,
-                 "train.loss must be one of 'cross_entropy', 'bce', 'mse' (got 'hinge')",
+                 "train.loss must be one of 'cross_entropy', 'bce', 'mse', 'l1', 'huber' (got 'hinge')",
                  id="loss-unknown"),
     pytest.param(HEADER + "sampler:\n  fanouts: [0, 5]\n", 5,
                  "sampler.fanouts entries must be >= 1 or -1 (all neighbours), got [0, 5]",
