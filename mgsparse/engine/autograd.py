@@ -51,7 +51,15 @@ def backward_over(nodes: Iterable[Tensor], root: Tensor, grad: np.ndarray,
                   retain_graph: bool) -> None:
     """The backward from `root` over `nodes`, in reverse topological order: a tape
     (`engine.tape`) passes the order it recorded, so a replayed step adds the same gradients
-    in the same order (the same bits) without walking its graph again.
+    in the same order (the same bits) without walking its graph again. BLAS runs on one
+    thread meanwhile, as under every op's forward, and at the caller's count after."""
+    with kernels.one_blas_thread():
+        _backward(nodes, root, grad, retain_graph)
+
+
+def _backward(nodes: Iterable[Tensor], root: Tensor, grad: np.ndarray,
+              retain_graph: bool) -> None:
+    """`backward_over`'s loop.
 
     Every gradient the loop holds carries who may write it (`_status`): the loop alone holds
     it, or it was handed to several parents, or it is someone else's (the caller's `grad`, a
@@ -102,23 +110,24 @@ def _status(pg: np.ndarray, given: np.ndarray, held: np.ndarray, in_grads: tuple
             ctx: Context) -> int:
     """Who may write `pg`, one of the gradients a backward returned (`given`: the g it
     received, `held`: the loop's array behind it). Decided by identity alone: what the loop
-    knows it made, never what a reference count suggests."""
-    if (type(pg) is not np.ndarray or pg.base is not None or pg is given or pg is held
-            or not pg.flags.writeable):
+    knows it made, never what a reference count suggests. (A backward reaches arrays only
+    through its context: its saved arrays and attributes are the ones checked.)"""
+    if type(pg) is not np.ndarray or pg.base is not None or pg is given or pg is held:
         return _FOREIGN
     for a in ctx.saved_tensors or ():
         if a is pg:
             return _FOREIGN
-    for a in ctx.__dict__.values():
-        if a is pg:
-            return _FOREIGN
-    for p in ctx.parents:
-        if isinstance(p, Tensor) and p.data is pg:
-            return _FOREIGN
-    twice = 0
-    for other in in_grads:
-        twice += other is pg
-    return _SHARED if twice > 1 else _MINE
+    if ctx.__dict__:
+        for a in ctx.__dict__.values():
+            if a is pg:
+                return _FOREIGN
+    if len(in_grads) > 1:
+        twice = 0
+        for other in in_grads:
+            twice += other is pg
+        if twice > 1:
+            return _SHARED
+    return _MINE
 
 
 def _read_only(g: np.ndarray, status: int) -> np.ndarray:
@@ -128,7 +137,7 @@ def _read_only(g: np.ndarray, status: int) -> np.ndarray:
     if type(g) is not np.ndarray:
         return g  # a numpy scalar: nothing to write into
     if status != _FOREIGN:
-        g.flags.writeable = False
+        g.setflags(write=False)
         return g
     if not g.flags.writeable:
         return g
@@ -146,7 +155,7 @@ def _handed(g: np.ndarray, mine: bool) -> np.ndarray:
     `.grad`s ever share memory and an in-place write to one (clipping) reaches no other.
     torch's AccumulateGrad steals a gradient on a like condition. A row record
     (`kernels.mark_rows`) is dropped: the caller may write its `.grad`."""
-    if mine:
+    if mine and g.flags.writeable:  # (not a frozen constant)
         kernels.forget_rows(g)
         return g
     return np.array(g)

@@ -15,7 +15,7 @@ import numpy as np
 
 from mgsparse.engine.masks import check_probability
 from mgsparse.errors import MgsparseError, ShapeError
-from mgsparse.kernels import lock, unlock
+from mgsparse.kernels import BLAS_HELD, lock, one_blas_thread, unlock
 
 _FLOATS = (np.float16, np.float32, np.float64)
 
@@ -160,7 +160,11 @@ class Function:
         needs = tuple(needs)
         record = _GradMode.enabled and any(needs)
         ctx = Context(cls, args if record else (), needs)
-        data = cls.forward(ctx, *raw)
+        if BLAS_HELD.on:  # inside mgsparse already (a tape, a backward, an op's op)
+            data = cls.forward(ctx, *raw)
+        else:  # entered from outside: BLAS on one thread, the caller's count after
+            with one_blas_thread():
+                data = cls.forward(ctx, *raw)
         dtype = getattr(ctx, "out_dtype", dtype)
         if dtype is not None and type(data) is np.ndarray and data.dtype == dtype:
             out = Tensor.__new__(Tensor)  # Tensor() would keep the array as it is

@@ -9,7 +9,9 @@ gradient proof (`kernels.modes`).
 
 from mgsparse.kernels import tuning
 from mgsparse.kernels.allocator import keep_freed_memory
-from mgsparse.kernels.blas import limit_blas_threads
+from mgsparse.kernels.blas import HELD as BLAS_HELD
+from mgsparse.kernels.blas import blas_threads, limit_blas_threads
+from mgsparse.kernels.blas import one_thread as one_blas_thread
 from mgsparse.kernels.buffers import Buffers, output_array
 from mgsparse.kernels.csr import CSRView, build_csr, index_dtype
 from mgsparse.kernels.csr import matmul as csr_matmul
@@ -39,11 +41,11 @@ from mgsparse.kernels.rows import (
 )
 
 __all__ = [
-    "Buffers", "CSRView", "add_rows", "argmax_rows", "build_csr", "by_rows", "column_sums",
-    "csr_matmul", "csr_t_matmul", "default_num_threads", "forget_rows", "freeze",
-    "get_num_threads", "index_dtype", "is_frozen", "keep_freed_memory", "known_rows",
-    "limit_blas_threads", "lock", "mark_rows", "matmul", "matmul_computed", "matmul_tn",
-    "matmul_tn_computed", "modified_in_place", "nnz_blocks", "num_threads", "output_array",
-    "reference", "row_blocks", "run_blocks", "runs_as_one_call", "same_rows",
-    "set_num_threads", "sparse_rows", "tiny", "tuning", "unlock",
+    "BLAS_HELD", "Buffers", "CSRView", "add_rows", "argmax_rows", "blas_threads", "build_csr",
+    "by_rows", "column_sums", "csr_matmul", "csr_t_matmul", "default_num_threads",
+    "forget_rows", "freeze", "get_num_threads", "index_dtype", "is_frozen", "keep_freed_memory",
+    "known_rows", "limit_blas_threads", "lock", "mark_rows", "matmul", "matmul_computed",
+    "matmul_tn", "matmul_tn_computed", "modified_in_place", "nnz_blocks", "num_threads",
+    "one_blas_thread", "output_array", "reference", "row_blocks", "run_blocks",
+    "runs_as_one_call", "same_rows", "set_num_threads", "sparse_rows", "tiny", "tuning", "unlock",
 ]
