@@ -61,10 +61,10 @@ def _backward(nodes: Iterable[Tensor], root: Tensor, grad: np.ndarray,
               retain_graph: bool) -> None:
     """`backward_over`'s loop.
 
-    Every gradient the loop holds carries who may write it (`_status`): the loop alone holds
-    it, or it was handed to several parents, or it is someone else's (the caller's `grad`, a
-    view, an array a context holds, the very `g` a backward received). A backward receives
-    its `g` read-only (`_read_only`), so an in-place write raises at once, naming the op."""
+    Every gradient the loop holds carries who may write it (`_accumulate`): the loop alone
+    holds it, or it was handed to several parents, or it is someone else's (the caller's
+    `grad`, a view, an array a context holds, the very `g` a backward received). A backward
+    receives its `g` read-only, so an in-place write raises at once, naming the op."""
     grads: dict[int, tuple[np.ndarray, int]] = {id(root): (grad, _FOREIGN)}
     for node in nodes:
         held = grads.pop(id(node), None)
@@ -79,7 +79,10 @@ def _backward(nodes: Iterable[Tensor], root: Tensor, grad: np.ndarray,
             continue
         if ctx.guards:
             ctx.check_versions()
-        g = _read_only(g, status)
+        if status != _FOREIGN:  # the loop's own array: flagged in place (`_read_only`)
+            g.setflags(write=False)
+        else:
+            g = _read_only(g)
         try:
             in_grads = ctx.fn.backward(ctx, g)
         except ValueError as err:
@@ -93,7 +96,7 @@ def _backward(nodes: Iterable[Tensor], root: Tensor, grad: np.ndarray,
             in_grads = (in_grads,)
         for parent, pg, needed in zip(ctx.parents, in_grads, ctx.needs_input_grad):
             if needed and pg is not None:
-                _accumulate(grads, ctx.fn, parent, pg, _status(pg, g, held[0], in_grads, ctx))
+                _accumulate(grads, ctx, parent, pg, g, held[0], in_grads)
         if not retain_graph:
             ctx.free()
 
@@ -106,41 +109,12 @@ def _backward(nodes: Iterable[Tensor], root: Tensor, grad: np.ndarray,
 _MINE, _SHARED, _FOREIGN = 0, 1, 2
 
 
-def _status(pg: np.ndarray, given: np.ndarray, held: np.ndarray, in_grads: tuple,
-            ctx: Context) -> int:
-    """Who may write `pg`, one of the gradients a backward returned (`given`: the g it
-    received, `held`: the loop's array behind it). Decided by identity alone: what the loop
-    knows it made, never what a reference count suggests. (A backward reaches arrays only
-    through its context: its saved arrays and attributes are the ones checked.)"""
-    if type(pg) is not np.ndarray or pg.base is not None or pg is given or pg is held:
-        return _FOREIGN
-    for a in ctx.saved_tensors or ():
-        if a is pg:
-            return _FOREIGN
-    if ctx.__dict__:
-        for a in ctx.__dict__.values():
-            if a is pg:
-                return _FOREIGN
-    if len(in_grads) > 1:
-        twice = 0
-        for other in in_grads:
-            twice += other is pg
-        if twice > 1:
-            return _SHARED
-    return _MINE
-
-
-def _read_only(g: np.ndarray, status: int) -> np.ndarray:
-    """g as a backward receives it: read-only. An array the loop made is flagged in place (the
-    same object, so its row record, `kernels.mark_rows`, still reads); anyone else's is left
-    as it was and a read-only view of it, with its record, is handed on instead."""
-    if type(g) is not np.ndarray:
-        return g  # a numpy scalar: nothing to write into
-    if status != _FOREIGN:
-        g.setflags(write=False)
-        return g
-    if not g.flags.writeable:
-        return g
+def _read_only(g: np.ndarray) -> np.ndarray:
+    """Someone else's g as a backward receives it: read-only, its flags left as they were. (An
+    array the loop made is flagged in place instead, the same object, so that its row record,
+    `kernels.mark_rows`, still reads.)"""
+    if type(g) is not np.ndarray or not g.flags.writeable:
+        return g  # a numpy scalar has nothing to write into
     view = g.view()
     view.flags.writeable = False
     return kernels.same_rows(view, g)  # the rows g is zero outside, if recorded
@@ -161,25 +135,56 @@ def _handed(g: np.ndarray, mine: bool) -> np.ndarray:
     return np.array(g)
 
 
-def _accumulate(grads: dict, fn: type, parent: Tensor, g: np.ndarray, status: int) -> None:
+def _accumulate(grads: dict, ctx: Context, parent: Tensor, g: np.ndarray,
+                given: np.ndarray, held: np.ndarray, returned: tuple) -> None:
+    """Add `g`, a gradient `ctx`'s backward returned for `parent`, into `grads`, with who may
+    write it (`given`: the g the backward received, `held`: the loop's array behind it,
+    `returned`: everything the backward returned). Decided by identity alone, what the loop knows it made, never by what a
+    reference count suggests; a backward reaches arrays only through its context, so its
+    saved arrays and attributes are the ones checked."""
     if g.shape != parent.shape:
-        raise ShapeError(
-            f"{fn.__name__}.backward returned a gradient of shape {g.shape} "
-            f"for an input of shape {parent.shape}"
-        )
+        raise ShapeError(f"{ctx.fn.__name__}.backward returned a gradient of shape {g.shape} "
+                         f"for an input of shape {parent.shape}")
     cast = g.astype(parent.dtype, copy=False)
     if cast is not g:  # a new array, the loop's alone (a numpy scalar is copied when handed)
         g, status = cast, _MINE if type(cast) is np.ndarray else _FOREIGN
+    else:
+        status = _status(g, ctx, given, held, returned)
     key = id(parent)
-    held = grads.get(key)
-    if held is None:
+    before = grads.get(key)
+    if before is None:
         grads[key] = (g, status)
         return
-    total = held[0] + g
-    rows = kernels.known_rows(held[0]), kernels.known_rows(g)
+    total = before[0] + g
+    rows = kernels.known_rows(before[0]), kernels.known_rows(g)
     if rows[0] is not None and rows[1] is not None:  # zero outside both: outside the union
         kernels.mark_rows(total, np.union1d(*rows))
     grads[key] = (total, _MINE if type(total) is np.ndarray else _FOREIGN)
+
+
+def _status(g: np.ndarray, ctx: Context, given: np.ndarray, held: np.ndarray,
+            returned: tuple) -> int:
+    if type(g) is not np.ndarray or g.base is not None or g is given or g is held:
+        return _FOREIGN
+    saved, attrs = ctx.saved_tensors, ctx.__dict__
+    if saved:
+        for a in saved:
+            if a is g:
+                return _FOREIGN
+    if attrs:
+        for a in attrs.values():
+            if a is g:
+                return _FOREIGN
+    n = len(returned)
+    if n == 2:  # the common case: x·y, x + y
+        return _SHARED if returned[0] is returned[1] else _MINE
+    if n > 2:
+        times = 0
+        for other in returned:
+            times += other is g
+        if times > 1:
+            return _SHARED
+    return _MINE
 
 
 def graph_contexts(root: Tensor) -> list[Context]:
