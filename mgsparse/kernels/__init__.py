@@ -17,7 +17,7 @@ from mgsparse.kernels.csr import CSRView, build_csr, index_dtype
 from mgsparse.kernels.csr import matmul as csr_matmul
 from mgsparse.kernels.csr import t_matmul as csr_t_matmul
 from mgsparse.kernels.dense import add_rows, argmax_rows, column_sums, matmul, matmul_computed
-from mgsparse.kernels.inplace import freeze, is_frozen, lock, modified_in_place, unlock
+from mgsparse.kernels.inplace import freeze, is_frozen, lock, modified_in_place, own, unlock
 from mgsparse.kernels.modes import reference, tiny
 from mgsparse.kernels.pool import (
     by_rows,
@@ -46,6 +46,6 @@ __all__ = [
     "forget_rows", "freeze", "get_num_threads", "index_dtype", "is_frozen", "keep_freed_memory",
     "known_rows", "limit_blas_threads", "lock", "mark_rows", "matmul", "matmul_computed",
     "matmul_tn", "matmul_tn_computed", "modified_in_place", "nnz_blocks", "num_threads",
-    "one_blas_thread", "output_array", "reference", "row_blocks", "run_blocks",
+    "one_blas_thread", "output_array", "own", "reference", "row_blocks", "run_blocks",
     "runs_as_one_call", "same_rows", "set_num_threads", "sparse_rows", "tiny", "tuning", "unlock",
 ]
