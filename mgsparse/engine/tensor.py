@@ -125,6 +125,14 @@ class Function:
     a pooled buffer there too; what the caller computes in Python around `apply` (a coin, a
     counter, a branch) runs only eagerly, and `run.replay` keeps such a step eager (its
     module docstring lists the rules).
+
+    The rules a backward keeps (the loop enforces the first, `autograd.backward_over`):
+    - `grad` is read-only: `g *= 2` raises, naming the op; compute a new array (`g * 2`);
+    - return new arrays, or `grad` itself where the gradient is it: the loop copies what it
+      did not see made (a view, the `grad` handed on, an array the context holds) before a
+      leaf's `.grad` gets it, and hands a new array over as it is;
+    - never write a saved array (the forward's inputs are locked while the graph lives);
+    - random draws and pooled buffers belong in `forward`, never in `backward`.
     """
 
     @staticmethod
