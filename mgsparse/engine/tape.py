@@ -31,6 +31,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from mgsparse import kernels
 from mgsparse.engine.autograd import backward_over, topological_order
 from mgsparse.engine.tensor import Context, Tensor, _GradMode
 from mgsparse.errors import MgsparseError
@@ -104,7 +105,12 @@ class Tape:
 
     def run(self) -> Tensor:
         """The recorded ops again on today's leaves, then (if recorded) the backward from the
-        root into the leaves' `.grad`, as `root.backward()` would; returns the root."""
+        root into the leaves' `.grad`, as `root.backward()` would; returns the root. BLAS on
+        one thread throughout, as under `Function.apply` (the same bits), the caller's after."""
+        with kernels.one_blas_thread():
+            return self._run()
+
+    def _run(self) -> Tensor:
         outs: list[Tensor | None] = []
         for i, (fn, sources, needs, record, dtype) in enumerate(self.steps):
             args = [outs[v] if k == SLOT else v for k, v in sources]

@@ -16,7 +16,7 @@ import numpy as np
 
 from mgsparse.engine.masks import check_probability
 from mgsparse.errors import MgsparseError, ShapeError
-from mgsparse.kernels import lock, unlock
+from mgsparse.kernels import BLAS_HELD, lock, one_blas_thread, unlock
 
 _FLOATS = (np.float16, np.float32, np.float64)
 
@@ -126,6 +126,14 @@ class Function:
     a pooled buffer there too; what the caller computes in Python around `apply` (a coin, a
     counter, a branch) runs only eagerly, and `run.replay` keeps such a step eager (its
     module docstring lists the rules).
+
+    The rules a backward keeps (the loop enforces the first, `autograd.backward_over`):
+    - `grad` is read-only: `g *= 2` raises, naming the op; compute a new array (`g * 2`);
+    - return new arrays, or `grad` itself where the gradient is it: the loop copies what it
+      did not see made (a view, the `grad` handed on, an array the context holds) before a
+      leaf's `.grad` gets it, and hands a new array over as it is;
+    - never write a saved array (the forward's inputs are locked while the graph lives);
+    - random draws and pooled buffers belong in `forward`, never in `backward`.
     """
 
     _ctx_methods: tuple[str, ...] = ("forward", "backward")  # take the Context, not the class
@@ -172,7 +180,11 @@ class Function:
         needs = tuple(needs)
         record = _GradMode.enabled and any(needs)
         ctx = Context(cls, args if record else (), needs)
-        data = cls.forward(ctx, *raw)
+        if BLAS_HELD.on:  # inside mgsparse already (a tape, a backward, an op's op)
+            data = cls.forward(ctx, *raw)
+        else:  # entered from outside: BLAS on one thread, the caller's count after
+            with one_blas_thread():
+                data = cls.forward(ctx, *raw)
         dtype = getattr(ctx, "out_dtype", dtype)
         if dtype is not None and type(data) is np.ndarray and data.dtype == dtype:
             out = Tensor.__new__(Tensor)  # Tensor() would keep the array as it is

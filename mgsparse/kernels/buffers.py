@@ -2,8 +2,17 @@
 
 A fresh 256 MB array (dropout on 1,000,000 × 64 features) comes from the kernel as new pages
 every epoch and pays a page fault per 4 KB on first write. `Buffers` keeps the memory it
-made and lends it again only when its reference count shows that no Tensor, view or saved
-context holds it any more, so a buffer is never written while something can still read it.
+made and lends it again only once the array it lent has died: no Tensor, view or saved
+context can hold it any more, so a buffer is never written while something can still read it.
+
+The lifetime is the lent array's own, seen by a weak reference (never a reference count:
+CPython does not promise its counts). For that to cover every array that reads the memory,
+each array derived from the lent one must hold it: numpy collapses a view's `.base` to the
+first array that owns its memory, so a view of a plain slice of the pool's buffer would hold
+the buffer, not the lent array. Lent arrays are therefore made over a `memoryview` of the
+buffer (`np.frombuffer`): a view's base chain stops at the array whose base is not an array,
+the lent root, so a view, a transpose or a reshape of it keeps the root, and its memory, out
+of the pool.
 
 The pool holds flat byte buffers, not arrays of one shape, and lends the first n bytes of a
 free buffer of capacity ≥ n as an array of the shape asked for. Sampled training asks for a
@@ -18,45 +27,64 @@ size once and reuses it every epoch, as before.
 from __future__ import annotations
 
 import math
-import sys
+import weakref
 from typing import Any
 
 import numpy as np
 
 from mgsparse.kernels import tuning
 
-# references to a pooled buffer while `_free` inspects it: the pool's list, the local name
-# and getrefcount's own argument. Anything more is a live user: every array `take` lent is a
-# view whose `.base` is the buffer (NumPy collapses views of views to the owner).
-_POOL_ONLY = 3
+
+class _Slot:
+    """One pooled buffer and, while it is lent, a weak reference to the array lent from it:
+    the slot is free again when that array dies (`_returned`)."""
+
+    __slots__ = ("lent", "memory")
+
+    def __init__(self, nbytes: int) -> None:
+        self.memory = np.empty(nbytes, dtype=np.uint8)
+        self.lent: weakref.ref | None = None
+
+    def _returned(self, _: weakref.ref) -> None:  # the lent array died: the memory is free
+        self.lent = None
+
+    def lend(self, need: int, shape: tuple, dtype: np.dtype) -> np.ndarray:
+        root = np.frombuffer(memoryview(self.memory), dtype=dtype, count=need // dtype.itemsize)
+        self.lent = weakref.ref(root, self._returned)
+        return root.reshape(shape)  # a view of root: holds it, as every view of it does
 
 
 class Buffers:
     """A small pool of byte buffers lent as arrays of any shape and dtype that fits."""
 
     def __init__(self, max_arrays: int = 16) -> None:
-        self._arrays: list[np.ndarray] = []  # flat uint8 buffers
+        self._slots: list[_Slot] = []
         self.max_arrays = int(max_arrays)
 
     def __repr__(self) -> str:
-        return f"Buffers({len(self._arrays)} arrays, {self.nbytes / 2**20:.1f} MB)"
+        return f"Buffers({len(self._slots)} arrays, {self.nbytes / 2**20:.1f} MB)"
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in self._arrays)
+        return sum(s.memory.nbytes for s in self._slots)
 
-    def _free(self, need: int) -> tuple[int | None, int | None]:
-        """(index of the smallest free buffer holding `need` bytes, index of the largest free
-        buffer), None where there is none. Holds no extra reference to any buffer."""
+    @property
+    def lent(self) -> int:
+        """How many buffers an array still alive holds."""
+        return sum(s.lent is not None for s in self._slots)
+
+    def _free(self, need: int) -> tuple[_Slot | None, _Slot | None]:
+        """(the smallest free buffer holding `need` bytes, the largest free buffer), None
+        where there is none."""
         fit = largest = None
-        for i in range(len(self._arrays)):  # not enumerate: its cached tuple holds a reference
-            a = self._arrays[i]
-            if sys.getrefcount(a) > _POOL_ONLY:
+        for s in self._slots:
+            if s.lent is not None:
                 continue
-            if a.nbytes >= need and (fit is None or a.nbytes < self._arrays[fit].nbytes):
-                fit = i
-            if largest is None or a.nbytes > self._arrays[largest].nbytes:
-                largest = i
+            size = s.memory.nbytes
+            if size >= need and (fit is None or size < fit.memory.nbytes):
+                fit = s
+            if largest is None or size > largest.memory.nbytes:
+                largest = s
         return fit, largest
 
     def take(self, shape: tuple, dtype: Any) -> np.ndarray:
@@ -68,18 +96,18 @@ class Buffers:
         fit, largest = self._free(need)
         if fit is None:
             if largest is not None:  # every free buffer is too small: grow the largest
-                grown = max(need, int(self._arrays[largest].nbytes * tuning.GROWTH))
-                self._arrays[largest] = np.empty(grown, dtype=np.uint8)
+                largest.memory = np.empty(max(need, int(largest.memory.nbytes * tuning.GROWTH)),
+                                          dtype=np.uint8)
                 fit = largest
-            elif len(self._arrays) < self.max_arrays:
-                self._arrays.append(np.empty(need, dtype=np.uint8))
-                fit = len(self._arrays) - 1
+            elif len(self._slots) < self.max_arrays:
+                fit = _Slot(need)
+                self._slots.append(fit)
             else:  # more live outputs than the pool holds: an ordinary array
                 return np.empty(shape, dtype=dtype)
-        return self._arrays[fit][:need].view(dtype).reshape(shape)
+        return fit.lend(need, shape, dtype)
 
     def clear(self) -> None:
-        self._arrays.clear()
+        self._slots.clear()
 
 
 def output_array(out: Any, like: np.ndarray) -> np.ndarray:

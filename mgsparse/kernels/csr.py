@@ -27,7 +27,7 @@ from scipy.sparse import _sparsetools  # the kernels behind scipy's csr @ dense
 from mgsparse.kernels import modes, pool, slices, tuning
 from mgsparse.kernels import rows as rowrecords
 from mgsparse.kernels.dense import add_rows
-from mgsparse.kernels.inplace import freeze
+from mgsparse.kernels.inplace import keep
 from mgsparse.kernels.slices import ColumnSlices
 
 _INT32_MAX = np.iinfo(np.int32).max
@@ -73,17 +73,18 @@ class CSRView:
         `constant=True` promises the array is never written to (a Â that needs no gradient):
         its permuted copy is then kept while the array lives and reused by later calls, and
         the array is made read-only, so that a later write fails loudly instead of meeting a
-        stale copy here.
+        stale copy here; only an array mgsparse owns or one frozen already (`inplace.keep`):
+        a caller's own array stays writable and is permuted afresh each call.
         """
         if self.perm is None:
             return values
+        if not constant or not keep(values):
+            return values[self.perm]
         hit = self._permuted
-        if constant and hit is not None and hit[0]() is values:
+        if hit is not None and hit[0]() is values:
             return hit[1]
         data = values[self.perm]
-        if constant:
-            freeze(values)
-            self._permuted = (weakref.ref(values), data)
+        self._permuted = (weakref.ref(values), data)
         return data
 
     def symmetric(self, values: np.ndarray) -> bool | None:
@@ -91,14 +92,17 @@ class CSRView:
         a pattern whose rows list their columns in order without repeats; None the first time
         an array is asked about. A fixed Â is multiplied every step: from its second product
         on, the answer (one stable sort of the columns) is kept while the array lives, and
-        the array is made read-only, as `data(constant=True)` does. Arrays made afresh for
-        each product (attention in an evaluation pass) are never sorted."""
+        the array is made read-only, as `data(constant=True)` does (so only an array mgsparse
+        owns or one frozen already: a caller's own array is never asked about). Arrays made
+        afresh for each product (attention in an evaluation pass) are never sorted."""
         hit = self._symmetric
         if hit is None or hit[0]() is not values:
             self._symmetric = (weakref.ref(values), None)
             return None
         if hit[1] is not None:
             return hit[1]
+        if not keep(values):  # a caller's array: its answer could go stale
+            return None
         n, cols = self.template.shape
         counts = np.diff(self.indptr)
         same = n == cols and np.array_equal(counts, np.bincount(self.indices, minlength=n))
@@ -108,7 +112,6 @@ class CSRView:
             data = self.data(values)
             same = np.array_equal(rows[order], self.indices) and \
                 np.array_equal(data[order], data)
-        freeze(values)  # a later write fails loudly, never meets a stale answer
         self._symmetric = (hit[0], bool(same))
         return bool(same)
 

@@ -14,6 +14,11 @@ flag, and numpy refuses to make `v` writeable again while `x` is read-only. So e
 locked on one buffer is released together, when the last holder of any of them lets go,
 base before views (numpy's rule: a view may be writeable only when its base is). Holders are
 the contexts of live graphs, released by the backward or when the graph is collected.
+
+A cache keyed by an array (a fixed Â's permuted copy) needs it never to change, and makes it
+read-only for good (`freeze`), but only an array mgsparse owns (`own`: a copy it made of the
+caller's values) or one its owner froze already (`keep`): the caller's own arrays stay
+writable, and are never cached.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ class _Buffer:
 
 _BUFFERS: dict[int, _Buffer] = {}  # id(owning array) → its locks (a flipped array keeps it alive)
 _FROZEN: dict[int, weakref.ref] = {}  # id(frozen array) → the array, while it lives
+_OWNED: dict[int, weakref.ref] = {}  # id(array mgsparse made and holds alone) → the array
 
 
 def _root(arr: np.ndarray) -> np.ndarray:
@@ -106,6 +112,27 @@ def freeze(arr: np.ndarray) -> None:
     key = id(arr)
     if key not in _FROZEN or _FROZEN[key]() is not arr:
         _FROZEN[key] = weakref.ref(arr, lambda _, key=key: _FROZEN.pop(key, None))
+
+
+def own(arr: np.ndarray) -> np.ndarray:
+    """Record that mgsparse made `arr` and no caller holds it (a `SparseTensor`'s copy of the
+    values it was given), so a cache may freeze it (`keep`). Returns arr."""
+    key = id(arr)
+    _OWNED[key] = weakref.ref(arr, lambda _, key=key: _OWNED.pop(key, None))
+    return arr
+
+
+def keep(arr: np.ndarray) -> bool:
+    """Whether a cache may keep a copy made from `arr` while it lives: yes for an array its
+    owner froze (`freeze`), and for one mgsparse owns (`own`), frozen now; no for anyone
+    else's, whose flags are left alone: a caller's array stays writable, and uncached."""
+    if is_frozen(arr):
+        return True
+    ref = _OWNED.get(id(arr))
+    if ref is None or ref() is not arr or arr.base is not None:
+        return False
+    freeze(arr)
+    return True
 
 
 def is_frozen(arr: np.ndarray) -> bool:

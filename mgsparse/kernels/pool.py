@@ -1,4 +1,4 @@
-"""How many cores the kernels use: one thread pool, fixed work blocks, BLAS kept to one thread.
+"""How many cores the kernels use: one thread pool, fixed work blocks, one BLAS thread a block.
 
 numpy's matmul and scipy's sparse kernels release the GIL, so plain Python threads run them
 on every core. The work is cut into blocks whose bounds depend on the problem only (rows,
@@ -8,10 +8,9 @@ block order, so a result is bitwise the same for 1 thread or 16.
 
 The setting: `set_num_threads(n)` (the run layer calls it with the config's
 `sparse.threads`), else the environment variable ``MGSPARSE_NUM_THREADS``, else the cores
-this process may run on (``os.sched_getaffinity``). Fixing it also sets OpenBLAS to one
-thread per call: our pool already runs `n` BLAS calls side by side, and a multi-threaded
-BLAS under it would put 2n threads on n cores (on a busy 2-core machine, a 100,000 × 64 by
-64 × 16 product took 81 ms with OpenBLAS's 2 threads against 7 ms with one).
+this process may run on (``os.sched_getaffinity``). While mgsparse computes, OpenBLAS is
+held to one thread a call, and given back its own count after (`blas.one_thread`): n BLAS
+calls side by side on k threads each would put n·k threads on n cores.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ import numpy as np
 
 from mgsparse.errors import HyperparameterError
 from mgsparse.kernels import modes, tuning
-from mgsparse.kernels.blas import limit_blas_threads
+from mgsparse.kernels.blas import one_thread
 
 ENV_VAR = "MGSPARSE_NUM_THREADS"
 
@@ -72,7 +71,8 @@ def _check_threads(n: Any, name: str) -> int:
 
 
 def set_num_threads(n: int | None) -> int:
-    """Run kernels on `n` threads (None: the default above); BLAS is set to one thread.
+    """Run kernels on `n` threads (None: the default above); the process's BLAS setting is
+    left alone (mgsparse holds BLAS to one thread only while it computes: `blas.one_thread`).
 
     Returns the number now in force. Results do not depend on it (see the module docstring).
     """
@@ -83,7 +83,6 @@ def set_num_threads(n: int | None) -> int:
         # n - 1 helpers: the calling thread works the blocks beside them (`run_blocks`)
         _State.pool = ThreadPoolExecutor(n - 1, thread_name_prefix="mgsparse") if n > 1 else None
         _State.threads = n
-    limit_blas_threads(1)
     return n
 
 
@@ -159,7 +158,8 @@ def run_blocks(fn: Callable[[int, int], Any], blocks: Sequence[tuple[int, int]],
     until none is left: one hand-off per helper and op, not a future per block (~10 µs each,
     a thousand in an arxiv-sized epoch), and the caller works instead of waiting. A block
     that raises stops the others from starting new blocks; the first error is raised once
-    every helper is done, so nothing still writes into the outputs. Under
+    every helper is done, so nothing still writes into the outputs. BLAS runs on one thread
+    a block meanwhile, and at the caller's count again once every helper is done. Under
     `kernels.reference()` every block runs here, in order (`modes.counting` sees each cut)."""
     get_num_threads()
     if modes.COUNTS is not None and len(blocks) > 1:
@@ -182,15 +182,17 @@ def run_blocks(fn: Callable[[int, int], Any], blocks: Sequence[tuple[int, int]],
                     errors.append(err)
         finally:
             _IN_BLOCK.active = False
-    helpers = [_State.pool.submit(work) for _ in range(min(_State.threads, len(blocks)) - 1)]
-    try:
-        work()
-    except BaseException as err:  # Ctrl-C between blocks: the helpers start no new block
-        errors.append(err)
-        raise
-    finally:
-        for h in helpers:
-            h.result()
+    with one_thread():
+        helpers = [_State.pool.submit(work)
+                   for _ in range(min(_State.threads, len(blocks)) - 1)]
+        try:
+            work()
+        except BaseException as err:  # Ctrl-C between blocks: the helpers start no new block
+            errors.append(err)
+            raise
+        finally:
+            for h in helpers:
+                h.result()
     if errors:
         raise errors[0]
     return results

@@ -42,7 +42,7 @@ from scipy.sparse import _sparsetools
 
 from mgsparse.kernels import modes, pool, tuning
 from mgsparse.kernels.dense import add_rows
-from mgsparse.kernels.inplace import freeze
+from mgsparse.kernels.inplace import keep
 
 
 def count(out_rows: int, X: np.ndarray) -> int:
@@ -116,12 +116,14 @@ class ColumnSlices:
 
     def values(self, values: np.ndarray, constant: bool) -> list[np.ndarray] | None:
         """Each slice's values for a fixed `values` array (kept while it lives, the array
-        frozen as `CSRView.data` freezes it), or None: each slice gathers its own."""
+        frozen as `CSRView.data` freezes it: one mgsparse owns or one frozen already), or
+        None: each slice gathers its own."""
         if not constant:
             return None
         kept = self._kept
         if kept is None or kept[0]() is not values:
-            freeze(values)
+            if not keep(values):  # a caller's own array: never frozen, never kept
+                return None
             kept = self._kept = (weakref.ref(values), [values[p] for p in self.positions])
             if not self._rebuilt:
                 self._positions = None

@@ -14,7 +14,7 @@ import numpy as np
 
 from mgsparse.engine import Tensor, no_grad
 from mgsparse.errors import ShapeError
-from mgsparse.kernels import is_frozen
+from mgsparse.kernels import freeze, is_frozen
 from mgsparse.sparse import SparseTensor
 
 
@@ -59,6 +59,9 @@ class GraphCache:
         if self.enabled:
             self._entry = (edges.copy(), num_nodes, None if weights is None else weights.copy(),
                            value)
+            values = getattr(getattr(value, "values", None), "data", None)
+            if isinstance(values, np.ndarray) and not value.requires_grad:
+                freeze(values)  # the layer's own Â, kept: its products may keep what they read
         return value
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from mgsparse import kernels
 from mgsparse.engine import Tensor
 from mgsparse.errors import ShapeError
 from mgsparse.sparse.structure import Structure, from_csr
@@ -53,12 +54,21 @@ def _check_indices(indices: Any, shape: tuple[int, int]) -> np.ndarray:
     return arr
 
 
-def _check_values(values: Any, nnz: int, dtype: Any = None) -> Tensor:
+def _check_values(values: Any, nnz: int, dtype: Any = None, made_here: bool = False) -> Tensor:
+    """The values as a Tensor, checked. An array (not a Tensor) becomes mgsparse's own: copied
+    unless `made_here` (a constructor's fresh array), and recorded (`kernels.own`), so that a
+    fixed matrix's caches may freeze it while the caller's array stays writable and theirs;
+    a Tensor is taken as it is, and never frozen by a cache unless its owner froze it."""
     if not isinstance(values, Tensor):
         kind = np.asarray(values).dtype.kind
         if kind not in "fiub":
             raise ShapeError(f"SparseTensor values must be numeric, got dtype kind {kind!r}")
+        given = values
         values = Tensor(values, dtype=dtype)  # the Tensor rule: float32 unless numpy float64
+        if not made_here and isinstance(given, np.ndarray) and \
+                np.may_share_memory(values.data, given):
+            values = Tensor(values.data.copy())
+        kernels.own(values.data)
     elif dtype is not None and values.dtype != np.dtype(dtype):
         values = values.astype(dtype)
     if values.dtype.type not in _FLOATS:
@@ -117,7 +127,7 @@ class SparseTensor:
             dtype = m.dtype if m.dtype.type in _FLOATS else np.float32
         csr = sp.csr_matrix(m)  # row-sorted entries; its arrays become the cached CSR view
         structure = from_csr(csr)
-        return cls._make(structure, _check_values(csr.data.astype(dtype), csr.nnz))
+        return cls._make(structure, _check_values(csr.data.astype(dtype), csr.nnz, made_here=True))
 
     @classmethod
     def from_dense(cls, array: Any, dtype: Any = None) -> SparseTensor:
@@ -130,14 +140,17 @@ class SparseTensor:
         row, col = np.nonzero(arr)
         indices = np.stack([row, col]).astype(np.int64)
         structure = Structure(indices, (int(arr.shape[0]), int(arr.shape[1])), canonical=True)
-        return cls._make(structure, _check_values(arr[row, col].astype(dtype), len(row)))
+        return cls._make(structure, _check_values(arr[row, col].astype(dtype), len(row),
+                                                  made_here=True))
 
     def with_values(self, values: Any) -> SparseTensor:
-        """Same pattern (and cached CSR views), new values — the cheap way to change values."""
+        """Same pattern (and cached CSR views), new values — the cheap way to change values. An
+        array is copied, as the constructor copies it (`_check_values`); a Tensor is shared."""
+        shape = values.shape if isinstance(values, Tensor) else np.shape(values)
+        if shape != (self.nnz,):
+            raise ShapeError(f"with_values: values must have shape ({self.nnz},), got {shape}")
         if not isinstance(values, Tensor):
-            values = Tensor(values, dtype=self.dtype)
-        if values.shape != (self.nnz,):
-            raise ShapeError(f"with_values: values must have shape ({self.nnz},), got {values.shape}")
+            values = _check_values(values, self.nnz, self.dtype)
         return SparseTensor._make(self._structure, values)
 
     # ------------------------------------------------------------ properties

@@ -9,6 +9,7 @@ import scipy.sparse as sp
 from scipy.sparse import _sparsetools
 
 from mgsparse import kernels
+from mgsparse.kernels.inplace import own
 from mgsparse.kernels.slices import ColumnSlices
 
 
@@ -82,13 +83,16 @@ def test_a_fixed_arrays_slices_are_kept_and_the_array_frozen(rng):
     m = _unsorted_with_repeats(rng, 300, 400, 2000)
     cut = ColumnSlices(m.indptr, m.indices, m.shape, 2)
     values, X = m.data.copy(), rng.standard_normal((300, 8)).astype(np.float32)
+    cut.scatter(values, X, np.zeros((400, 8), np.float32), constant=True)
+    assert cut._kept is None and values.flags.writeable  # not mgsparse's: never kept or frozen
+    own(values)
     first = cut.scatter(values, X, np.zeros((400, 8), np.float32), constant=True)
     kept = cut._kept[1]
     again = cut.scatter(values, X, np.zeros((400, 8), np.float32), constant=True)
     assert cut._kept[1] is kept and first.tobytes() == again.tobytes()
     with pytest.raises(ValueError, match="read-only"):
         values[0] = 1.0  # a write would meet stale slices: refused
-    other = m.data * 2  # another array: sliced afresh, not the kept copy
+    other = own(m.data * 2)  # another array: sliced afresh, not the kept copy
     doubled = cut.scatter(other, X, np.zeros((400, 8), np.float32), constant=True)
     assert doubled.tobytes() == _one_call(sp.csr_matrix((other, m.indices, m.indptr),
                                                         shape=m.shape), X).tobytes()
@@ -106,14 +110,14 @@ def test_a_fixed_arrays_slices_drop_their_positions_once_and_cut_them_anew_when_
     cut = ColumnSlices(m.indptr, m.indices, m.shape, 3)
     before = [p.copy() for p in cut.positions]
     X = rng.standard_normal((300, 8)).astype(np.float32)
-    values = m.data.copy()
+    values = own(m.data.copy())
     cut.scatter(values, X, np.zeros((400, 8), np.float32), constant=True)
     assert cut._positions is None  # dropped: only the kept values are read now
     held = sum(a.nbytes for a in cut.pointers + cut.indices + cut._kept[1])
     assert held == 3 * 301 * 4 + 2000 * 4 + 2000 * 4
     again = cut.scatter(values, X, np.zeros((400, 8), np.float32), constant=True)
     assert cut._positions is None and again.tobytes() == _one_call(m, X).tobytes()
-    other = (m.data * 3).astype(np.float32)
+    other = own((m.data * 3).astype(np.float32))
     got = cut.scatter(other, X, np.zeros((400, 8), np.float32))  # changing values: gathered
     want = _one_call(sp.csr_matrix((other, m.indices, m.indptr), shape=m.shape), X)
     assert got.tobytes() == want.tobytes()

@@ -132,6 +132,9 @@ def test_symmetric_is_entry_for_entry_and_kept_for_the_array(rng):
     skewed = v.copy()
     k = np.flatnonzero(view.indices != np.repeat(np.arange(60), np.diff(view.indptr)))[0]
     skewed[k] = np.nextafter(skewed[k], np.float32(1))  # one entry off by one unit, not its mirror
+    callers = skewed.copy()  # an array mgsparse does not own: never asked about, never frozen
+    assert [view.symmetric(callers) for _ in range(3)] == [None] * 3 and callers.flags.writeable
+    kernels.own(skewed)
     assert view.symmetric(skewed) is None and view.symmetric(skewed) is False
     one_sided = SparseTensor.from_dense(np.tril(A.to_dense()))  # the lower triangle
     rect = SparseTensor.from_scipy(sp.random(5, 7, density=0.5, format="csr", random_state=1))
