@@ -58,6 +58,11 @@ class TrainDisplay:
         self.progress = Progress(TextColumn("[bold]training"), BarColumn(), MofNCompleteColumn(),
                                  TextColumn("epochs"), TimeRemainingColumn(), console=err_console)
         self.task = self.progress.add_task("train", total=self.total)
+        # a sampled epoch's batches, "k of n" under the epoch bar, once an epoch has several
+        self.steps = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                              TextColumn("batches"), TimeRemainingColumn(), console=err_console)
+        self.step_task = self.steps.add_task("", total=None)
+        self.stepping = False
         self.live = Live(self._render(), console=err_console, refresh_per_second=8,
                          transient=False)
         self.done = 0
@@ -78,6 +83,7 @@ class TrainDisplay:
             finished = not self.stopped and exc[0] is None
             self.progress.update(self.task, completed=self.done,
                                  total=self.done if finished else self.total)
+            self.stepping = False  # the last frame keeps the epochs, not a batch count
             self.live.update(self._render())
             self.live.__exit__(*exc)
             if not err_console.is_terminal:
@@ -100,7 +106,7 @@ class TrainDisplay:
             parts.append(Text(caption(self.metrics, self.lr) + note, style="dim"))
         if self.sampling:
             parts.append(Text(self.sampling))
-        return Group(*parts, self.progress)
+        return Group(*parts, self.progress, *(self.steps,) * self.stepping)
 
     def earlier_note(self, left_out: int) -> str:
         """The marker above a table that left out its oldest rows: how many, and where every
@@ -137,6 +143,22 @@ class TrainDisplay:
             if natural.maximum <= options.max_width:
                 break
         return tuple(shown)
+
+    def on_batch(self, run_index: int, epoch: int, step: int, steps: int | None) -> None:
+        """`fit`'s per-step callback: inside an epoch of several steps whose number is known
+        (a sampled epoch), the batch count under the epoch bar and the epoch bar's fraction,
+        so neither stands still for the seconds a large graph's epoch takes. Two cheap
+        updates; rich redraws on its own clock."""
+        if not self.enabled or steps is None or steps < 2:
+            return
+        if step == 1:
+            where = f"run {run_index} epoch {epoch}" if self.runs > 1 else f"epoch {epoch}"
+            self.steps.reset(self.step_task, total=steps, description=where)
+            if not self.stepping:
+                self.stepping = True
+                self.live.update(self._render())
+        self.steps.update(self.step_task, completed=step)
+        self.progress.update(self.task, completed=self.done + step / steps)
 
     def on_epoch(self, run_index: int, row, stats, alarms: list[str]) -> None:
         if not self.enabled:

@@ -261,7 +261,8 @@ def _fit(config, task, display: TrainDisplay, signals: _Signals, writer: _Writer
         with display:
             result = fit(config, task, on_epoch=display.on_epoch,
                          on_run_end=signals.shield(writer), should_stop=signals.should_stop,
-                         checkpoints=checkpoints)
+                         checkpoints=checkpoints,
+                         on_batch=display.on_batch if display.enabled else None)
             display.stopped = result.interrupted
         aborted = False
     except KeyboardInterrupt:

@@ -82,7 +82,8 @@ def load_section(section: Any, progress: Progress | None = None) -> Graph | Grap
     ``section`` is any object with the section's attributes (``name`` and those its source's
     `Source.reads` lists, plus the random split's when ``split`` is 'random'): this leaf reads
     attributes, it never imports the config. ``progress(done, total, filename)`` reports
-    download bytes. What each source reads is in `mgsparse.data.sources`.
+    download bytes, and its ``phase`` method, if it has one, the slow steps between them
+    (`mgsparse.data.progress`). What each source reads is in `mgsparse.data.sources`.
     """
     key = str(section.name).lower()
     if key not in DATASETS or DATASETS[key].kind not in _LOADABLE:

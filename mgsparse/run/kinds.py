@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from mgsparse.catalog import is_graphset, is_molecules, is_points
 from mgsparse.config import Config
+from mgsparse.data import Graph
+from mgsparse.data.progress import announce
 from mgsparse.errors import ConfigError
 from mgsparse.run.budget import budget_bytes, fit_within_budget
 from mgsparse.run.placed import load_graph
@@ -34,18 +36,26 @@ def make_task(config: Config, progress: Progress | None = None) -> Task:
                               "are node classification's; a point cloud scores accuracy")
         task: Task = PointTask(config)
     elif config.task == "link":  # held-out edges of one graph, full batch
-        task = LinkTask(config, load_link_graph(config.dataset, progress), budget=budget)
-    elif is_molecules(config.dataset.name):  # one target per molecule: regression or classes
-        task = molecule_task(config, load_graph(config.dataset, progress), budget=budget)
-    elif is_graphset(config.dataset.name):  # one label per graph, batches of graphs
-        task = GraphClassificationTask(config, load_graph(config.dataset, progress),
-                                       budget=budget)
-    elif config.train.batch_size is not None:  # a graph model on sampled mini-batches
-        task = SampledGraphTask(config, load_graph(config.dataset, progress), budget=budget)
+        task = LinkTask(config, _placing(load_link_graph(config.dataset, progress), progress),
+                        budget=budget)
     else:
-        task = GraphTask(config, load_graph(config.dataset, progress), budget=budget)
+        graph = load_graph(config.dataset, progress)
+        kind = (molecule_task if is_molecules(config.dataset.name)  # a target per molecule
+                else GraphClassificationTask if is_graphset(config.dataset.name)  # graph labels
+                else SampledGraphTask if config.train.batch_size is not None  # sampled batches
+                else GraphTask)
+        task = kind(config, _placing(graph, progress), budget=budget)
     task.metrics = selecting(task.metrics, config.train.select)
     task.budget = budget
     task.budget_events = tuple(fit_within_budget(task, config, budget))
     return task
+
+
+def _placing(graph, progress: Progress | None):
+    """`graph`, once `progress` has heard that placing it begins (`mgsparse.data.progress`):
+    the operands, receptive fields and samplers of a large graph take seconds to build."""
+    size = (f"{graph.num_nodes:,} nodes, {graph.edge_index.shape[1]:,} edges"
+            if isinstance(graph, Graph) else f"{len(graph):,} graphs")
+    announce(progress, "placing", f"the operands of {size}")
+    return graph
 

@@ -4,7 +4,8 @@ Each step of an epoch: the task's forward and loss, backward, gradient clipping,
 step. Then an evaluation pass in `no_grad`. The task's `metrics` declare its scores and the
 column that selects: early stopping watches that column and keeps the parameters of its best
 epoch (the lowest validation loss for classification), reloaded at the end of the run. Progress goes out
-through `on_epoch`; a `should_stop()` callback ends a run cleanly after the current epoch
+through `on_epoch`, and inside an epoch through `on_step` (one cheap call per step: a sampled
+epoch of seconds shows its batches move); a `should_stop()` callback ends a run cleanly after the current epoch
 (the CLI wires it to Ctrl-C and SIGTERM). Nothing here prints.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sized
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -34,6 +35,7 @@ from mgsparse.run.results import (
 )
 from mgsparse.run.task import Batch, Scores, Task, TaskMetrics, shuffle_generator
 
+StepCallback = Callable[[int, "int | None"], None]  # steps done, steps of the epoch (or None)
 GRAD_ALARM_FACTOR = 10.0  # a pre-clip norm this many times the clip norm is worth a warning
 
 
@@ -70,7 +72,8 @@ class Checkpoints(Protocol):
 
 def train_epoch(model: Module, optimizer: Optimizer, batches: Iterable[Batch],
                 clip: float | None, reduce: Callable[[list, float], float] | None = None,
-                replay: Replay | None = None) -> tuple[float, float]:
+                replay: Replay | None = None,
+                on_step: StepCallback | None = None) -> tuple[float, float]:
     """Every step of one epoch: forward, loss, backward, clip, optimizer step.
 
     Returns (loss, gradient norm): the loss averaged over every target of the epoch (the one
@@ -80,11 +83,14 @@ def train_epoch(model: Module, optimizer: Optimizer, batches: Iterable[Batch],
     runs between backward and clipping and returns the loss to report: a partitioned run
     sums gradients and loss shares over its ranks there. `replay` (the task's, for an epoch
     of one fixed step) runs the step, from its tape once it may (`run.replay`).
+    `on_step(steps_done, steps_or_None)` follows each optimizer step (the total is known when
+    `batches` is `Sized`, a sampled epoch's `Steps`).
     """
     if replay is None:
         model.train()
     params = model.parameters() if replay is None else replay.params
     total, count, largest, last, steps = 0.0, 0, 0.0, 0.0, 0
+    planned = len(batches) if on_step is not None and isinstance(batches, Sized) else None
     for steps, batch in enumerate(batches, 1):
         optimizer.zero_grad()  # before the forward: no step reads a gradient
         if replay is None:
@@ -99,6 +105,8 @@ def train_epoch(model: Module, optimizer: Optimizer, batches: Iterable[Batch],
         optimizer.step()
         total, count = total + last * num_targets, count + num_targets
         largest = max(largest, grad_norm)
+        if on_step is not None:
+            on_step(steps, planned)
     return (last if steps == 1 else total / max(count, 1)), largest  # one step: its own loss
 
 
@@ -113,16 +121,19 @@ def _alarms(config: Config, grad_norm: float) -> list[str]:
 
 
 EpochCallback = Callable[[int, EpochRow, EpochStats, list[str]], None]
+BatchCallback = Callable[[int, int, int, "int | None"], None]  # run, epoch, step, steps
 StopFn = Callable[[], bool]
 
 
 def fit_run(config: Config, task: Task, seed: int, memory: EpochMemory,
             on_epoch: EpochCallback | None = None, run_index: int = 0,
             should_stop: StopFn | None = None, checkpoints: Checkpoints | None = None,
-            save: Callable[[RunState], None] | None = None) -> RunResult:
+            save: Callable[[RunState], None] | None = None,
+            on_batch: BatchCallback | None = None) -> RunResult:
     """Train one model from `seed`; keep the parameters of the epoch whose selection column
     (`task.metrics.select`) is best. With `checkpoints`, a resumed run starts from its saved
-    state and `save` writes a full checkpoint when one is due."""
+    state and `save` writes a full checkpoint when one is due. `on_batch(run, epoch, step,
+    steps_or_None)` follows every step of every epoch."""
     model = task.build_model(np.random.default_rng(seed))
     optimizer = build_optimizer(config.optim, model)
     selected = task.metrics.metric(task.metrics.select)  # what a plateau schedule watches
@@ -134,7 +145,7 @@ def fit_run(config: Config, task: Task, seed: int, memory: EpochMemory,
         checkpoints.restore(state)
     run = state.run
     try:
-        _epochs(config, task, state, memory, on_epoch, should_stop, save)
+        _epochs(config, task, state, memory, on_epoch, should_stop, save, on_batch)
     except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: the epoch is abandoned mid-way
         run.status, run.message = "aborted", f"run {run_index} (seed {seed}) aborted"
     _finish(run, model, task)
@@ -143,7 +154,8 @@ def fit_run(config: Config, task: Task, seed: int, memory: EpochMemory,
 
 def _epochs(config: Config, task: Task, state: RunState, memory: EpochMemory,
             on_epoch: EpochCallback | None, should_stop: StopFn | None,
-            save: Callable[[RunState], None] | None = None) -> None:
+            save: Callable[[RunState], None] | None = None,
+            on_batch: BatchCallback | None = None) -> None:
     """The epochs of one run after `state.epoch`, recorded into `state.run` as they finish."""
     model, optimizer, run, run_index = state.model, state.optimizer, state.run, state.run_index
     shuffle, clip = state.shuffle, config.train.grad_clip_norm
@@ -152,8 +164,11 @@ def _epochs(config: Config, task: Task, state: RunState, memory: EpochMemory,
         lr = optimizer.param_groups[0]["lr"] if state.schedule is not None else None
         t0 = time.perf_counter()
         traced = memory.begin(epoch)
+        on_step = (None if on_batch is None else
+                   lambda k, n, e=epoch: on_batch(run_index, e, k, n))
         loss, grad_norm = train_epoch(model, optimizer, task.batches(model, shuffle), clip,
-                                      task.reduce_gradients, task.replay(model, training=True))
+                                      task.reduce_gradients, task.replay(model, training=True),
+                                      on_step)
         t1 = time.perf_counter()
         scores = task.evaluate(model)
         held, peak = (memory.end(run_nbytes(task.operands().values(), model, optimizer))
@@ -250,11 +265,13 @@ def _finish(run: RunResult, model: Module, task: Task) -> None:
 def fit(config: Config, task: Task, on_epoch: EpochCallback | None = None,
         on_run_end: Callable[[TrainResult], None] | None = None,
         should_stop: StopFn | None = None,
-        checkpoints: Checkpoints | None = None) -> TrainResult:
+        checkpoints: Checkpoints | None = None,
+        on_batch: BatchCallback | None = None) -> TrainResult:
     """`task.num_runs()` runs (`train.runs`, or one per fold) with seeds seed, seed+1, …, each
     announced to the task first (`begin_run`: a fold's splits); an interrupted, diverged or
     over-budget run ends the series. With `checkpoints`, full checkpoints are written as
-    they fall due, and a resumed series starts after its finished runs."""
+    they fall due, and a resumed series starts after its finished runs. `on_epoch` follows
+    every epoch and `on_batch` every step (`fit_run`)."""
     result = TrainResult(config=config, placement=task.placement,
                          events=[dataclasses.asdict(e) for e in task.budget_events],
                          metrics=task.metrics, planned=task.num_runs())
@@ -266,7 +283,7 @@ def fit(config: Config, task: Task, on_epoch: EpochCallback | None = None,
         for i in range(len(result.runs), task.num_runs()):
             task.begin_run(i)
             run = fit_run(config, task, config.train.seed + i, memory, on_epoch, i, should_stop,
-                          checkpoints, save)
+                          checkpoints, save, on_batch)
             result.runs.append(run)
             result.peak_memory_mb = memory.peak_mb
             if on_run_end is not None:

@@ -5,7 +5,8 @@ The loop (`mgsparse.run.loop`) knows nothing of graphs or point clouds. It asks 
 - ``build_model(rng)``: a fresh model for one run (its outputs sized to the task's classes);
 - ``batches(model, shuffle)``: one epoch of training steps, each a `Batch`: a call that runs
   the forward and returns the loss to differentiate and how many targets it averages over
-  (one batch per epoch for full-batch graph training, one per mini-batch otherwise);
+  (one batch per epoch for full-batch graph training, one per mini-batch otherwise; a
+  `Steps` when their number is known first, so each step's progress reads "k of n");
 - ``evaluate(model)``: the scores its ``metrics`` declare (`Scores`: column -> value);
 - ``restore(state)``: the model of a finished run, from its saved parameters;
 - ``placed``: the data it holds (`mgsparse.run.placed.PlacedGraph`), whose operands, placement
@@ -27,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +41,22 @@ from mgsparse.nn.module import Module
 from mgsparse.run.replay import Replay
 
 Batch = Callable[[], tuple[Tensor, int]]  # -> (loss, number of targets it averages over)
-Progress = Callable[..., Any]  # the download progress callback of `mgsparse.data.fetch`
+Progress = Callable[..., Any]  # bytes and phases of building the data (`mgsparse.data.progress`)
+
+
+class Steps:
+    """An epoch's batches whose number is known before the first runs (a sampled epoch's
+    plan), so the loop can report each step as "k of n" (`loop.train_epoch`'s `on_step`);
+    a task whose epoch is a plain iterator reports its steps with no total."""
+
+    def __init__(self, batches: Iterable[Batch], count: int):
+        self.batches, self.count = batches, count
+
+    def __iter__(self) -> Iterator[Batch]:
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return self.count
 
 
 SPLITS = ("train", "val", "test")

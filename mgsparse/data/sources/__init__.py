@@ -38,16 +38,18 @@ What a source does, step by step:
   parsing changes, options such as ``directed``); a stale or damaged cache is rebuilt.
   `cache_status` reports `cache.folder_status(folder, complete)` for ``datasets list``;
   a source that keeps nothing on disk returns None.
-- **Splits and normalises**: `finish(graph, split, normalize_features, **split_options)`, the
-  same for every source: 'public' keeps the source's split, 'full' and 'random' as in
+- **Splits and normalises**: `finish(graph, split, normalize_features, progress,
+  **split_options)`, the same for every source: 'public' keeps the source's split, 'full' and 'random' as in
   `transforms.apply_split`.
 - **Reads the dataset section**: `options(section)` turns the config's dataset section (any
   object with its attributes: data never imports the config) into `load`'s keywords: every
   key in `reads`, plus `transforms.SPLIT_OPTIONS` when ``split`` is 'random'. Override it
   only when keys are optional (CSV).
 - **Reports**: ``progress(done_bytes, total_bytes_or_None, filename)`` as bytes arrive (pass it
-  to `fetch`); a cache hit reports nothing. `download` returns one line saying what was
-  checked and where it is (``mgsparse datasets download`` prints it).
+  to `fetch`); a cache hit reports nothing. A step that moves no bytes but takes seconds on
+  a large graph is announced with `mgsparse.data.progress.announce(progress, phase, detail)`
+  (`finish` announces normalising). `download` returns one line saying what was checked
+  and where it is (``mgsparse datasets download`` prints it).
 - **Fails** with one line, never a traceback: `ConfigError` (exit 2) for the user's mistakes
   (unknown name, split or option, a malformed URL, directed=true on an undirected graph);
   `DataError` (exit 1) for a damaged download or cache (`DownloadError` and `ChecksumError`
@@ -63,6 +65,7 @@ from typing import Any, ClassVar
 
 from mgsparse.catalog import DATASETS
 from mgsparse.data.graph import Graph
+from mgsparse.data.progress import announce
 from mgsparse.data.transforms import SPLIT_OPTIONS, SPLITS, apply_normalize, apply_split
 from mgsparse.errors import ConfigError, did_you_mean
 
@@ -106,10 +109,15 @@ def check_split(split: str) -> None:
         raise ConfigError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
 
 
-def finish(graph: Graph, split: str, normalize_features: bool, **split_options: Any) -> Graph:
-    """The split (``public`` keeps the source's own) and the optional row normalisation."""
+def finish(graph: Graph, split: str, normalize_features: bool, progress: Any = None,
+           **split_options: Any) -> Graph:
+    """The split (``public`` keeps the source's own) and the optional row normalisation,
+    announced to `progress` (`mgsparse.data.progress`)."""
     graph = apply_split(graph, split, **split_options)
-    return apply_normalize(graph) if normalize_features else graph
+    if not normalize_features:
+        return graph
+    announce(progress, "normalising", f"the feature rows of {graph.num_nodes:,} nodes")
+    return apply_normalize(graph)
 
 
 def source_for(dataset: str) -> Source:

@@ -19,4 +19,4 @@ class Karate(Source):
     def load(self, dataset, *, split="public", normalize_features=False, root=None, url=None,
              progress=None, **split_options) -> Graph:
         check_split(split)
-        return finish(karate_club(), split, normalize_features, **split_options)
+        return finish(karate_club(), split, normalize_features, progress, **split_options)

@@ -321,7 +321,8 @@ def load(name: str, root: str | Path | None = None, split: str = "public",
     spec = check_name(name)
     check_split(split)
     download(spec.name, root, url, progress, directed)
-    return finish(process(spec.name, root, directed), split, normalize_features, **split_kwargs)
+    return finish(process(spec.name, root, directed), split, normalize_features, progress,
+                  **split_kwargs)
 
 
 def cache_status(name: str, root: str | Path | None = None) -> dict:

@@ -169,7 +169,7 @@ def load(name: str, root: str | Path | None = None, split: str = "public",
     key = check_name(name)
     check_split(split)
     download(key, root, url, progress)
-    return finish(process(key, root), split, normalize_features, **split_kwargs)
+    return finish(process(key, root), split, normalize_features, progress, **split_kwargs)
 
 
 def cache_status(name: str, root: str | Path | None = None) -> dict:

@@ -13,11 +13,13 @@ from __future__ import annotations
 import inspect
 
 from mgsparse.data.graph import Graph
+from mgsparse.data.progress import announce
 from mgsparse.data.sources import Source, check_split, finish
 from mgsparse.data.synthetic import sbm
 from mgsparse.errors import ConfigError
 
-SBM_OPTIONS = frozenset(inspect.signature(sbm).parameters)
+SBM_DEFAULTS = {name: p.default for name, p in inspect.signature(sbm).parameters.items()}
+SBM_OPTIONS = frozenset(SBM_DEFAULTS)
 
 
 class Synthetic(Source):
@@ -33,5 +35,17 @@ class Synthetic(Source):
         unknown = sorted(set(options) - SBM_OPTIONS)
         if unknown:
             raise ConfigError(f"{dataset}: unknown option(s) {', '.join(unknown)}")
+        announce(progress, "generating", _describe(options))
         return finish(sbm(**options), "full" if split == "full" else "public",
-                      normalize_features)
+                      normalize_features, progress)
+
+
+def _describe(options: dict) -> str:
+    """What is being generated, for the phase line at 80 columns ('a stochastic block
+    model: 1,000,000 nodes, ~10,000,000 edges')."""
+    nodes, degree = (options.get(k, SBM_DEFAULTS[k]) for k in ("num_nodes", "avg_degree"))
+    try:  # sbm itself refuses bad values, with the message the user needs
+        return (f"a stochastic block model: {int(nodes):,} nodes, "
+                f"~{round(nodes * degree):,} edges")
+    except (TypeError, ValueError, OverflowError):
+        return "a stochastic block model"

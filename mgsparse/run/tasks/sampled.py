@@ -25,7 +25,7 @@ from mgsparse.errors import ConfigError
 from mgsparse.nn import functional as F
 from mgsparse.nn.block import block_support, forward_blocks, gather_rows, layerwise_inference
 from mgsparse.nn.module import Module
-from mgsparse.run.task import Batch
+from mgsparse.run.task import Batch, Steps
 from mgsparse.run.tasks.nodes import NodeTask
 
 
@@ -49,9 +49,17 @@ class SampledGraphTask(NodeTask):
                                      max_batch_nnz=s.max_batch_nnz)
         self._figures = np.zeros(3)  # batches, block entries, sampled nodes of the last epoch
 
-    def batches(self, model: Module, shuffle: np.random.Generator) -> Iterator[Batch]:
+    def batches(self, model: Module, shuffle: np.random.Generator) -> Steps:
+        """The epoch's plan drawn now (the same draws, in the same order, as the loader's
+        `epoch`), so its number of steps is known before the first: "k of n" progress."""
         self._figures[:] = 0
-        for batch in self.loader.epoch(shuffle):  # one batch's blocks alive at a time
+        plan = self.loader.plan(shuffle)
+        return Steps(self._steps(model, plan, shuffle), len(plan))
+
+    def _steps(self, model: Module, plan: list[np.ndarray],
+               shuffle: np.random.Generator) -> Iterator[Batch]:
+        for seeds in plan:  # one batch's blocks alive at a time
+            batch = self.sampler.sample(seeds, shuffle)
             self._figures += (1, batch.nnz, batch.num_nodes)
             yield lambda b=batch: self._loss(model, b)
 

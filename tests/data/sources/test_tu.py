@@ -270,7 +270,8 @@ def test_download_says_what_it_checked_and_info_shows_the_set(tiny, cli):
     put(mirror, zip_bytes(tiny_members()))
     result = cli("datasets", "download", "tiny", "--url", mirror)
     assert result.exit_code == 0, result.output
-    assert result.output.replace("\n", "").startswith("TINY: TINY.zip checked (SHA-256 ")
+    assert result.stdout.replace("\n", "").startswith("TINY: TINY.zip checked (SHA-256 ")
+    assert result.stderr == "downloaded TINY.zip (727 bytes, verified)\n"  # a pipe: a line
     info = cli("datasets", "info", "tiny", "--url", mirror)
     assert info.exit_code == 0, info.output
     rows = dict(tuple(cell.strip() for cell in line.strip("│ ").split("│"))
