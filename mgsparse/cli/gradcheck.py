@@ -14,14 +14,12 @@ import typer
 
 from mgsparse import checks
 from mgsparse.cli.outputs import check_output, write_json
-from mgsparse.cli.render import (
+from mgsparse.cli.render import fail, out, pipe_width
+from mgsparse.cli.render_checks import (
     DelayedBar,
-    fail,
     fast_paths_lines,
     gradcheck_lines,
     gradcheck_table,
-    out,
-    pipe_width,
 )
 from mgsparse.errors import MgsparseError
 

@@ -10,9 +10,10 @@ that it did.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
-from mgsparse.catalog import is_graphset, is_molecules, is_points
-from mgsparse.config.sections import FILE_KEYS, Config, DatasetConfig
+from mgsparse.catalog import MODELS, is_graphset, is_molecules, is_points
+from mgsparse.config.sections import FILE_KEYS, Config, DatasetConfig, ModelConfig, OptimConfig
 from mgsparse.config.yaml import Where
 from mgsparse.errors import ConfigError
 
@@ -99,3 +100,37 @@ def check_link(config: Config, where: Where) -> None:
 
 _DATASET_DEFAULTS = {f.name: f.default for f in dataclasses.fields(DatasetConfig)
                      if f.default is not dataclasses.MISSING}
+
+
+# optim keys read only by some schedules (warmup: `check._check_schedule`)
+SCHEDULE_KEYS = {"step_size": ("step",), "gamma": ("step", "plateau"),
+                 "min_lr": ("cosine", "plateau"), "plateau_patience": ("plateau",)}
+
+
+def check_unread_options(config: Config, where: Where) -> None:
+    """A key set away from its default that the chosen model kind or schedule never reads
+    (model.k on a GIN, model.heads on an SGC, optim.step_size without schedule: step) would
+    be dropped silently while metrics.json recorded it: refused, naming who reads it."""
+    model, optim = config.model, config.optim
+    readers = {key: tuple(kind for kind, facts in MODELS.items() if key in facts.options)
+               for facts in MODELS.values() for key in facts.options}
+    unread = [("model", key, "model.kind", model.kind, kinds) for key, kinds in readers.items()
+              if model.kind not in kinds]
+    unread += [("optim", key, "optim.schedule", optim.schedule, names)
+               for key, names in SCHEDULE_KEYS.items() if optim.schedule not in names]
+    for section, key, chooser, chosen, users in unread:
+        default = _DEFAULTS[section][key]
+        if getattr(getattr(config, section), key) != default:
+            raise ConfigError(f"{where((section, key))}: {section}.{key} is read by {chooser} "
+                              f"{', '.join(users)} only ({chooser} is {chosen!r}); remove it "
+                              f"or set it back to {_yaml(default)}")
+
+
+def _yaml(value: Any) -> str:
+    """A default as the YAML that writes it: null, true, false, 'text', a number."""
+    return {None: "null", True: "true", False: "false"}.get(value, repr(value)) \
+        if value is None or isinstance(value, bool) else repr(value)
+
+
+_DEFAULTS = {section: {f.name: f.default for f in dataclasses.fields(cls)}
+             for section, cls in (("model", ModelConfig), ("optim", OptimConfig))}

@@ -31,7 +31,7 @@ import scipy.sparse as sp
 
 from mgsparse.data.checks import load_sparse_npz
 from mgsparse.data.graph import Graph
-from mgsparse.data.transforms import default_split_sizes, random_split
+from mgsparse.data.transforms import coalesce, default_split_sizes, random_split
 from mgsparse.errors import DataError, InputFileError
 
 _FIELD_SEPARATOR = re.compile(r"\s*[,;\t]\s*|\s+")
@@ -369,24 +369,6 @@ def _check_label_count(path: Path, y: np.ndarray, lines: np.ndarray | None,
                         f"the graph has {num_nodes} nodes ({y.size} labels{counted_by})")
     raise DataError(f"{path} line {lines[-1]}: last label is for node {y.size - 1}, but the "
                     f"graph has {num_nodes} nodes{counted_by}")
-
-
-def coalesce(edge_index: np.ndarray, weights: np.ndarray | None, num_nodes: int,
-             undirected: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """Sorted by (source, target), self loops dropped, repeats merged (first weight wins)."""
-    row, col = edge_index
-    if undirected:
-        row, col = np.concatenate([row, col]), np.concatenate([col, row])
-        weights = None if weights is None else np.concatenate([weights, weights])
-    keep = np.flatnonzero(row != col)  # may be empty: a list of self loops only
-    keys = row[keep] * num_nodes + col[keep]
-    order = np.argsort(keys, kind="stable")  # stable: the first occurrence leads its run
-    sorted_keys = keys[order]
-    first = np.ones(keys.size, dtype=bool)
-    first[1:] = sorted_keys[1:] != sorted_keys[:-1]
-    chosen = keep[order[first]]
-    merged = np.stack([row[chosen], col[chosen]]).astype(np.int64)
-    return merged, (None if weights is None else weights[chosen])
 
 
 def _split(y: np.ndarray, labels: str | Path | None, seed: int, split_kwargs: dict,

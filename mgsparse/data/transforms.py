@@ -126,3 +126,21 @@ def apply_split(graph, split: str = "public", **split_kwargs):
 def apply_normalize(graph):
     """A copy of ``graph`` with row-normalised features."""
     return dataclasses.replace(graph, x=normalize_features(graph.x))
+
+
+def coalesce(edge_index: np.ndarray, weights: np.ndarray | None, num_nodes: int,
+             undirected: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """Sorted by (source, target), self loops dropped, repeats merged (first weight wins)."""
+    row, col = edge_index
+    if undirected:
+        row, col = np.concatenate([row, col]), np.concatenate([col, row])
+        weights = None if weights is None else np.concatenate([weights, weights])
+    keep = np.flatnonzero(row != col)  # may be empty: a list of self loops only
+    keys = row[keep] * num_nodes + col[keep]
+    order = np.argsort(keys, kind="stable")  # stable: the first occurrence leads its run
+    sorted_keys = keys[order]
+    first = np.ones(keys.size, dtype=bool)
+    first[1:] = sorted_keys[1:] != sorted_keys[:-1]
+    chosen = keep[order[first]]
+    merged = np.stack([row[chosen], col[chosen]]).astype(np.int64)
+    return merged, (None if weights is None else weights[chosen])

@@ -11,7 +11,7 @@ from rich.console import Console
 from mgsparse.checks import CASES, DENSE, FINITE_DIFFERENCES, KNOWN_OPS, SCALAR, SHAPES, SIZES
 from mgsparse.checks.case import is_empty
 from mgsparse.cli import gradcheck as command
-from mgsparse.cli.render import DelayedBar
+from mgsparse.cli.render_checks import DelayedBar
 from mgsparse.engine import ops
 from mgsparse.sparse.ops import SpMM
 from tests.conftest import gradcheck_sizes, one_line_error
@@ -173,7 +173,7 @@ def test_the_table_fits_80_columns_with_every_cell_whole():
     input shapes sit under the op's name, wrapped at commas, and the caption names the
     oracles in full."""
     from mgsparse import checks
-    from mgsparse.cli.render import gradcheck_table
+    from mgsparse.cli.render_checks import gradcheck_table
 
     report = checks.check_ops(["nn.vgae", "sparse.spmm", "nn.gae_mlp_decoder"], seed=0)
     console = Console(width=80, file=io.StringIO(), color_system=None)

@@ -141,7 +141,7 @@ def test_a_failed_download_on_a_pipe_has_no_blank_line_before_its_error(cli, tmp
 
 def test_gradcheck_counts_take_their_plural():
     from mgsparse.checks import CheckReport, run_checks
-    from mgsparse.cli.render import gradcheck_lines
+    from mgsparse.cli.render_checks import gradcheck_lines
 
     one = CheckReport(run_checks(["nn.linear"]), seed=0, size="small", seconds=0.0)
     assert "all 2 checks of 1 op passed" in gradcheck_lines(one)[-1]

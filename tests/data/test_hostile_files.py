@@ -9,8 +9,9 @@ import shutil
 import numpy as np
 import pytest
 
-from mgsparse.data.files import coalesce, load_edge_list, load_features, load_user_graph
+from mgsparse.data.files import load_edge_list, load_features, load_user_graph
 from mgsparse.data.sources.csv import Csv
+from mgsparse.data.transforms import coalesce
 from mgsparse.data.user import csv_files, load_csv_graph
 from mgsparse.errors import ConfigError, DataError, InputFileError
 from tests.conftest import REPO_ROOT
