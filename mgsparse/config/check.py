@@ -25,6 +25,7 @@ from mgsparse.catalog import (
     is_graphset,
     is_points,
 )
+from mgsparse.config.kg import check_kg
 from mgsparse.config.rules import check_link, check_unread_keys
 from mgsparse.config.sections import FILE_KEYS, Config, DatasetConfig, ModelConfig, OptimConfig
 from mgsparse.config.yaml import Where
@@ -175,6 +176,7 @@ def check_combination(config: Config, where: Where) -> None:
         check_link(config, where)
     _check_reorder(config, where)
     check_unread_keys(config, where)
+    check_kg(config, where)
 
 
 def _graphless() -> list[str]:
