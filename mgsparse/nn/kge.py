@@ -22,6 +22,7 @@ nuclear-3 regulariser of Lacroix et al. (2018), Σ |x|³ (a complex entry's modu
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from mgsparse.engine import Function
 
@@ -86,10 +87,13 @@ class Lookup(Function):
 
     @staticmethod
     def backward(ctx, g):
-        """dW[i] = Σ_{k: idx_k = i} g_k (a scatter-add: repeated rows add)."""
-        dw = np.zeros(ctx.shape, dtype=g.dtype)
-        np.add.at(dw, ctx.idx, g)
-        return dw, None
+        """dW[i] = Σ_{k: idx_k = i} g_k (a scatter-add: repeated rows add), as one sparse
+        product Sᵀ·g with S the (B, N) one-hot rows of idx (np.add.at is ~10x slower)."""
+        idx = ctx.idx.reshape(-1)
+        g2 = g.reshape(len(idx), *ctx.shape[1:])
+        onehot = sp.csr_matrix((np.ones(len(idx), g.dtype), (idx, np.arange(len(idx)))),
+                               shape=(ctx.shape[0], len(idx)))
+        return np.asarray(onehot @ g2).reshape(ctx.shape), None
 
 
 # ---------------------------------------------------------------- bilinear scorers

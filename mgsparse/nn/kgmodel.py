@@ -98,14 +98,16 @@ class KGEModel(Module):
         return self._apply(self.entity(heads), self.relation(relations),
                            self._candidates(candidates))
 
-    def score_heads(self, tails: np.ndarray, relations: np.ndarray) -> Tensor:
-        """(B, N) scores of every entity as the head of (?, relations[b], tails[b]): through
-        the learned inverse r + R (reciprocal), else through the scorer's own inverse."""
+    def score_heads(self, tails: np.ndarray, relations: np.ndarray,
+                    candidates: np.ndarray | None = None) -> Tensor:
+        """(B, N) scores of every entity as the head of (?, relations[b], tails[b]) (or (B, K)
+        of `candidates`): through the learned inverse r + R (reciprocal), else through the
+        scorer's own inverse."""
         relations = np.asarray(relations, dtype=np.int64)
         if self.reciprocal:
-            return self.score(tails, relations + self.num_base_relations)
+            return self.score(tails, relations + self.num_base_relations, candidates)
         return self._apply(self.entity(tails), self.inverse(self.relation(relations)),
-                           self.entity.weight)
+                           self._candidates(candidates))
 
     def inverse(self, r: Tensor) -> Tensor:
         """The scorer's own r⁻¹ (see the module docstring)."""
