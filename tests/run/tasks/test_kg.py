@@ -16,6 +16,7 @@ from mgsparse.nn.kgmodel import KGEModel, decode_names
 from mgsparse.run import fit
 from mgsparse.run.kinds import make_task
 from mgsparse.run.tasks.kg import KgTask
+from tests.conftest import one_line_error
 from tests.kgdata import require_real_kg
 
 SCORERS = ("distmult", "complex", "transe", "rotate")
@@ -126,3 +127,23 @@ def test_the_evaluation_filters_and_ranks_a_perfect_model_first():
 def test_the_config_refuses_what_a_kg_run_would_not_read(raw, message):
     with pytest.raises(ConfigError, match=message):
         config_from_dict(raw)
+
+
+def test_predict_lists_the_best_tails_by_name(cli, kg_env, tmp_path):
+    config = tmp_path / "nations.yaml"
+    config.write_text("dataset:\n  name: nations\nkg:\n  scorer: distmult\n  dim: 16\n"
+                      "optim:\n  weight_decay: 0\ntrain:\n  epochs: 5\n  patience: null\n"
+                      "monitor:\n  memory: false\n")
+    out = tmp_path / "run"
+    assert cli("train", config, "--out", out, "-q").exit_code == 0
+    result = cli("predict", out, "--head", "usa", "--relation", "embassy", "--top", 3)
+    assert result.exit_code == 0, result.output
+    assert "(usa, embassy, ?): the best 3" in " ".join(result.output.split())
+    rows = [line for line in result.output.splitlines() if line.startswith("│")]
+    assert len(rows) == 3 and [r.split("│")[1].strip() for r in rows] == ["1", "2", "3"]
+    scores = [float(r.split("│")[3]) for r in rows]
+    assert scores == sorted(scores, reverse=True)
+    bad = cli("predict", out, "--head", "usa", "--relation", "embasy")
+    one_line_error(bad, 2, "unknown relation 'embasy'; did you mean 'embassy'?")
+    alone = cli("predict", out, "--head", "usa")
+    one_line_error(alone, 2, "--head and --relation go together")
