@@ -26,7 +26,8 @@ import numpy as np
 
 from mgsparse.engine import Tensor
 from mgsparse.nn import kge
-from mgsparse.nn.module import Buffer, Module, Parameter
+from mgsparse.nn.module import Buffer, Module, ModuleList, Parameter
+from mgsparse.nn.rgcn import RGCNConv
 
 COMPLEX = ("complex", "rotate")  # scorers whose entities are [re | im] halves
 _SCORERS = {"distmult": kge.DistMult, "complex": kge.ComplEx, "transe": kge.TransE,
@@ -79,6 +80,29 @@ class KGEModel(Module):
                else rng.normal(0, init_scale, (rel_rows, width)))
         self.relation = Embedding(rel, dtype)
         self.names = Buffer(names if names is not None else np.zeros(0), np.float32)
+        self.encoder: ModuleList | None = None
+        self._graph = None  # the R-GCN's operand (`nn.rgcn.relation_operand`), not learned
+
+    def add_encoder(self, operand: Any, num_relations: int, layers: int,
+                    bases: int | None, rng: np.random.Generator, dtype: Any) -> KGEModel:
+        """Put `layers` R-GCN layers (Schlichtkrull et al.: an encoder of the entity table over
+        the training graph, `operand`, with `num_relations` edge types) under the scorer."""
+        width = self.entity.weight.shape[1]
+        self.encoder = ModuleList([RGCNConv(width, width, num_relations, bases, rng=rng,
+                                            dtype=dtype) for _ in range(layers)])
+        self._graph = operand
+        return self
+
+    def table(self) -> Tensor:
+        """The entity rows the scorer reads: the embeddings, or their R-GCN encoding (ReLU
+        between layers, none after the last: DistMult reads signed entries)."""
+        x = self.entity.weight
+        if self.encoder is None:
+            return x
+        for i, layer in enumerate(self.encoder):
+            x = layer(x, self._graph)
+            x = x.relu() if i < len(self.encoder) - 1 else x
+        return x
 
     # ------------------------------------------------------------ scoring
 
@@ -88,15 +112,20 @@ class KGEModel(Module):
                                                                                           cands)
         return s + self.margin if self.margin else s
 
-    def _candidates(self, candidates: np.ndarray | None) -> Tensor:
-        return self.entity.weight if candidates is None else self.entity(candidates)
+    @staticmethod
+    def _rows(table: Tensor, idx: np.ndarray) -> Tensor:
+        return kge.Lookup.apply(table, np.asarray(idx, dtype=np.int64))
+
+    def _candidates(self, table: Tensor, candidates: np.ndarray | None) -> Tensor:
+        return table if candidates is None else self._rows(table, candidates)
 
     def score(self, heads: np.ndarray, relations: np.ndarray,
               candidates: np.ndarray | None = None) -> Tensor:
         """(B, N) scores of every entity as the tail of (heads[b], relations[b]), or (B, K) of
         `candidates` (B, K) only."""
-        return self._apply(self.entity(heads), self.relation(relations),
-                           self._candidates(candidates))
+        table = self.table()
+        return self._apply(self._rows(table, heads), self.relation(relations),
+                           self._candidates(table, candidates))
 
     def score_heads(self, tails: np.ndarray, relations: np.ndarray,
                     candidates: np.ndarray | None = None) -> Tensor:
@@ -106,8 +135,9 @@ class KGEModel(Module):
         relations = np.asarray(relations, dtype=np.int64)
         if self.reciprocal:
             return self.score(tails, relations + self.num_base_relations, candidates)
-        return self._apply(self.entity(tails), self.inverse(self.relation(relations)),
-                           self._candidates(candidates))
+        table = self.table()
+        return self._apply(self._rows(table, tails), self.inverse(self.relation(relations)),
+                           self._candidates(table, candidates))
 
     def inverse(self, r: Tensor) -> Tensor:
         """The scorer's own r⁻¹ (see the module docstring)."""

@@ -33,6 +33,7 @@ from mgsparse.nn import functional as F
 from mgsparse.nn import kge
 from mgsparse.nn.kgmodel import COMPLEX, KGEModel, encode_names
 from mgsparse.nn.module import Module
+from mgsparse.nn.rgcn import relation_operand
 from mgsparse.run.placed import PlacedGraph
 from mgsparse.run.ranking import (
     HITS,
@@ -106,10 +107,25 @@ class KgTask(Task):
     def build_model(self, rng: np.random.Generator) -> Module:
         kg = self.config.kg
         margin = kg.margin if kg.scorer in ("transe", "rotate") else 0.0
-        return KGEModel(self.num_entities, self.num_relations, kg.scorer, kg.dim,
-                        reciprocal=kg.reciprocal, margin=margin, p_norm=kg.p_norm,
-                        init_scale=kg.init_scale, rng=rng, dtype=self.dtype,
-                        names=encode_names(self.triples.entities, self.triples.relations))
+        model = KGEModel(self.num_entities, self.num_relations, kg.scorer, kg.dim,
+                         reciprocal=kg.reciprocal, margin=margin, p_norm=kg.p_norm,
+                         init_scale=kg.init_scale, rng=rng, dtype=self.dtype,
+                         names=encode_names(self.triples.entities, self.triples.relations))
+        if kg.encoder == "rgcn":
+            model.add_encoder(self.graph_operand(), 2 * self.num_relations, kg.rgcn_layers,
+                              kg.rgcn_bases, rng, self.dtype)
+        return model
+
+    def graph_operand(self) -> Any:
+        """The R-GCN's operand over the training triples, each edge both ways: h → t of
+        relation r and t → h of r + R (the self-loop is the layer's own W_0), built once."""
+        if getattr(self, "_operand", None) is None:
+            h, r, t = self.triples.train.T
+            edges = np.stack([np.r_[h, t], np.r_[t, h]])
+            self._operand = relation_operand(edges, np.r_[r, r + self.num_relations],
+                                             self.num_entities, 2 * self.num_relations,
+                                             self.dtype)
+        return self._operand
 
     def scores(self, model: KGEModel, anchors: np.ndarray, rels: np.ndarray,
                candidates: np.ndarray | None = None) -> Tensor:

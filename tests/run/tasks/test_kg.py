@@ -59,6 +59,7 @@ def kg_env(monkeypatch, tmp_path):
     {"training": "kvsall", "label_smoothing": 0.1},
     {"training": "negatives", "num_negatives": 8, "scorer": "rotate", "margin": 6.0},
     {"training": "1vsall", "reciprocal": False, "regularizer": "l2", "reg_weight": 1e-3},
+    {"training": "1vsall", "encoder": "rgcn", "rgcn_bases": 4, "reg_weight": 1e-3},
 ])
 def test_each_way_of_training_learns_nations_beyond_chance(kg):
     """15 epochs on Nations: filtered validation MRR well above what ranks at random give
