@@ -66,9 +66,9 @@ _KG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(KgConfig)}
 
 
 def _set(config: Any, where: Any, section: str, key: str, default: Any) -> bool:
-    path = (section, key)
-    return (getattr(getattr(config, section), key) != default or path in where.lines
-            or path in where.overrides)
+    """Set away from its default. (A key written at its default is let through: a resolved
+    config, every key written out, must load again.)"""
+    return getattr(getattr(config, section), key) != default
 
 
 def check_kg(config: Any, where: Any) -> None:

@@ -148,3 +148,14 @@ def test_predict_lists_the_best_tails_by_name(cli, kg_env, tmp_path):
     one_line_error(bad, 2, "unknown relation 'embasy'; did you mean 'embassy'?")
     alone = cli("predict", out, "--head", "usa")
     one_line_error(alone, 2, "--head and --relation go together")
+
+
+def test_a_resolved_config_written_whole_loads_again(tmp_path):
+    """Every key written out at its value (the run folder's config as YAML) is no mistake."""
+    from mgsparse.config import load_config
+
+    for name in ("karate", "umls"):
+        config = config_from_dict({"dataset": {"name": name}})
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(json.dumps(config.to_dict()))  # JSON is YAML
+        assert load_config(path) == config
