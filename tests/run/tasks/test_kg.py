@@ -92,6 +92,11 @@ def test_the_run_folder_has_the_summary_and_the_names(cli, kg_env, tmp_path):
         entities, relations = decode_names(z["names"])
     assert len(entities) == 14 and len(relations) == 55
     assert "usa" in entities and entities == tuple(sorted(entities))
+    again = cli("evaluate", out, "--json")
+    assert again.exit_code == 0, again.output
+    saved = json.loads((out / "metrics.json").read_text())["runs"]
+    scored = json.loads(again.stdout)
+    assert [r["test_mrr"] for r in scored] == pytest.approx([r["test_mrr"] for r in saved])
 
 
 def test_the_evaluation_filters_and_ranks_a_perfect_model_first():
