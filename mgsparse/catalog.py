@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class DatasetFacts:
     name: str
-    kind: str  # "graph" | "graphs" | "molecules" | "points"
-    source: str  # "planetoid" | "ogb" | "tu" | "builtin" | "generated" | "files"
+    kind: str  # "graph" | "graphs" | "molecules" | "points" | "triples"
+    source: str  # "planetoid" | "ogb" | "tu" | "kg" | "builtin" | "generated" | "files" | "molecules"
     description: str
     paper_accuracy: dict[str, float] = field(default_factory=dict)  # model kind -> test acc
     maker: str = ""  # generated data: the function of mgsparse.data.synthetic that makes it
@@ -93,6 +93,18 @@ DATASETS: dict[str, DatasetFacts] = {d.name: d for d in (
                  "expt, kcal/mol"),
     DatasetFacts("molecules", "molecules", "molecules",
                  "your own molecules: an SDF or a CSV of SMILES (dataset.path, dataset.target)"),
+    DatasetFacts("umls", "triples", "kg",
+                 "knowledge graph (UMLS): 135 entities, 46 relations, 5,216/652/661 triples",
+                 title="UMLS"),
+    DatasetFacts("kinships", "triples", "kg",
+                 "knowledge graph (Kinships): 104 entities, 25 relations, 8,544/1,068/1,074 "
+                 "triples", title="Kinships"),
+    DatasetFacts("nations", "triples", "kg",
+                 "knowledge graph (Nations): 14 entities, 55 relations, 1,592/199/201 triples",
+                 title="Nations"),
+    DatasetFacts("triples", "triples", "kg",
+                 "your own knowledge graph: head<TAB>relation<TAB>tail files "
+                 "(dataset.train_triples...)"),
     DatasetFacts("moons", "points", "generated", "two interleaving half circles (2-D points)",
                  maker="make_moons", num_classes=2),
     DatasetFacts("circles", "points", "generated", "a circle inside a circle (2-D points)",
@@ -132,6 +144,7 @@ GRAPHSET_DATASETS: tuple[str, ...] = tuple(n for n, d in DATASETS.items() if d.k
 MOLECULE_DATASETS: tuple[str, ...] = tuple(n for n, d in DATASETS.items()
                                             if d.kind == "molecules")
 POINT_DATASETS: tuple[str, ...] = tuple(n for n, d in DATASETS.items() if d.kind == "points")
+TRIPLE_DATASETS: tuple[str, ...] = tuple(n for n, d in DATASETS.items() if d.kind == "triples")
 PLANETOID_DATASETS: tuple[str, ...] = tuple(n for n, d in DATASETS.items()
                                             if d.source == "planetoid")
 MODEL_KINDS: tuple[str, ...] = tuple(MODELS)
@@ -159,3 +172,6 @@ def is_graphset(dataset: str) -> bool:
 def is_molecules(dataset: str) -> bool:
     """A set of molecules with a graph target (regression, or classes): solubility, ..."""
     return dataset in DATASETS and DATASETS[dataset].kind == "molecules"
+def is_triples(dataset: str) -> bool:
+    """A knowledge graph of (head, relation, tail) triples: knowledge-graph completion."""
+    return dataset in DATASETS and DATASETS[dataset].kind == "triples"

@@ -26,8 +26,10 @@ from mgsparse.catalog import (
     PLANETOID_DATASETS,
     POINT_DATASETS,
     STACK_OPTIONS,
+    TRIPLE_DATASETS,
     is_graphset,
     is_points,
+    is_triples,
     paper_accuracy,
 )
 from mgsparse.config import DatasetConfig, ModelConfig
@@ -38,9 +40,10 @@ def test_the_names_are_the_keys_and_each_kind_is_listed_once():
     assert all(name == facts.name for name, facts in DATASETS.items())
     assert all(kind == facts.kind for kind, facts in MODELS.items())
     assert DATASET_NAMES == tuple(DATASETS) and MODEL_KINDS == tuple(MODELS)
-    assert set(GRAPH_DATASETS) | set(GRAPHSET_DATASETS) | set(POINT_DATASETS) | set(
-        MOLECULE_DATASETS) == set(DATASETS)
+    assert (set(GRAPH_DATASETS) | set(GRAPHSET_DATASETS) | set(POINT_DATASETS)
+            | set(MOLECULE_DATASETS) | set(TRIPLE_DATASETS)) == set(DATASETS)
     assert set(MOLECULE_DATASETS) == {"solubility", "freesolv", "molecules"}
+    assert set(TRIPLE_DATASETS) == {"umls", "kinships", "nations", "triples"}
     assert not set(GRAPH_DATASETS) & set(POINT_DATASETS)
     assert not set(GRAPHSET_DATASETS) & (set(GRAPH_DATASETS) | set(POINT_DATASETS))
     assert set(GRAPHSET_DATASETS) == {"mutag", "nci1", "nci109", "proteins", "enzymes", "dd"}
@@ -52,9 +55,10 @@ def test_the_names_are_the_keys_and_each_kind_is_listed_once():
 @pytest.mark.parametrize("name", DATASET_NAMES)
 def test_every_dataset_has_a_known_kind_source_and_maker(name):
     facts = DATASETS[name]
-    assert facts.kind in ("graph", "graphs", "molecules", "points") and facts.description
-    assert facts.source in ("planetoid", "ogb", "tu", "builtin", "generated", "files",
+    assert facts.kind in ("graph", "graphs", "molecules", "points", "triples") and facts.description
+    assert facts.source in ("planetoid", "ogb", "tu", "kg", "builtin", "generated", "files",
                             "molecules")
+    assert is_triples(name) == (facts.kind == "triples") == (facts.source == "kg")
     assert is_points(name) == (facts.kind == "points")
     assert is_graphset(name) == (facts.kind == "graphs")
     if facts.source == "generated":

@@ -7,18 +7,20 @@ from pathlib import Path
 
 import typer
 
+from mgsparse.cli.kgpredict import predict_tails
 from mgsparse.cli.outputs import check_output
 from mgsparse.cli.progress import download_bar
 from mgsparse.cli.render import err_console, fail
 from mgsparse.config import load_config
-from mgsparse.errors import MgsparseError
+from mgsparse.errors import ConfigError, MgsparseError
 from mgsparse.run.predict import predict_saved, write_predictions
 
 
 def predict(
     run_dir: Path = typer.Argument(..., metavar="DIR", help="The --out folder of `mgsparse train`"),
-    out: Path = typer.Option(..., "--out", help="Write node (or graph), pred, p0..p<C-1> here "
-                             "(CSV); a link run: src, dst, label, score"),
+    out: Path | None = typer.Option(
+        None, "--out", help="Write node (or graph), pred, p0..p<C-1> here (CSV); a link run: "
+        "src, dst, label, score"),
     split: str | None = typer.Option(
         None, "--split", help="test (default), val, train, all, or a file of node (graph) ids, "
         "one a line; a link run: test or val, its held-out pairs"),
@@ -34,10 +36,21 @@ def predict(
     run: int | None = typer.Option(
         None, "--run", help="Which saved run, a fold's number after --folds (default: the "
         "first that kept parameters)"),
+    head: str | None = typer.Option(
+        None, "--head", metavar="NAME", help="A knowledge-graph run: the head entity of the "
+        "query (head, relation, ?); prints the best tails"),
+    relation: str | None = typer.Option(
+        None, "--relation", metavar="NAME", help="With --head: the relation (NAME^-1 asks "
+        "for heads)"),
+    top: int = typer.Option(10, "--top", help="With --head: how many tails to list"),
 ) -> None:
     """Predict with a trained run: each node's or graph's class and class probabilities, or
-    a link run's edge probabilities."""
+    a link run's edge probabilities; a knowledge-graph run's best tails of a query."""
+    if head is not None or relation is not None:
+        return predict_tails(run_dir, head, relation, top, run)
     try:
+        if out is None:
+            raise ConfigError("missing option --out FILE (where the predictions go)")
         other = load_config(graph) if graph is not None else None
         taken: dict = {}
         check_output(out, "--out", taken=taken)

@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from mgsparse.bench import DenseVsSparseResult, Equivalence, SweepResult
+from mgsparse.catalog import is_triples
 from mgsparse.errors import MgsparseError
 from mgsparse.run import MemoryReport, SavedRunScores, TrainResult
 from mgsparse.run.monitor import MB
@@ -55,6 +56,11 @@ def run_title(config) -> str:
     """What a run trains, for every title (live table, summary, pictures): the model on the
     dataset; a link run names its auto-encoder, the encoder and the task."""
     kind, name = config.model.kind.upper(), config.dataset.name
+    if is_triples(name):
+        scorer = {"distmult": "DistMult", "complex": "ComplEx", "transe": "TransE",
+                  "rotate": "RotatE"}[config.kg.scorer]
+        encoder = "R-GCN + " if config.kg.encoder == "rgcn" else ""
+        return f"{encoder}{scorer} on {name}, knowledge-graph completion"
     if config.task == "link":
         autoencoder = "VGAE" if config.link.variational else "GAE"
         return f"{autoencoder} ({kind} encoder) on {name}, link prediction"

@@ -33,8 +33,10 @@ from mgsparse.config.sections import (
     FILE_KEYS,
     SECTIONS,
     TASKS,
+    TRIPLE_KEYS,
     Config,
     DatasetConfig,
+    KgConfig,
     LinkConfig,
     ModelConfig,
     MonitorConfig,
@@ -47,7 +49,7 @@ from mgsparse.config.yaml import Where, parse_value, parse_yaml
 from mgsparse.errors import ConfigError
 
 __all__ = [
-    "FILE_KEYS", "SECTIONS", "TASKS", "Config", "DatasetConfig", "LinkConfig", "ModelConfig",
+    "FILE_KEYS", "SECTIONS", "TASKS", "Config", "DatasetConfig", "KgConfig", "LinkConfig", "ModelConfig",
     "MonitorConfig", "OptimConfig", "SamplerConfig", "SparseConfig", "TrainConfig",
     "config_from_dict", "load_config", "no_receptive_field",
 ]
@@ -186,7 +188,7 @@ def _files_from(config: Config, folder: Path) -> Config:
     """The user's files named relative to the config's folder, made absolute once, so the
     resolved config saved beside a run finds them again from anywhere."""
     ds = config.dataset
-    files = {key: _absolute(folder / getattr(ds, key)) for key in (*FILE_KEYS, "path")
+    files = {key: _absolute(folder / getattr(ds, key)) for key in (*FILE_KEYS, *TRIPLE_KEYS, "path")
              if getattr(ds, key) is not None}
     if not files:
         return config

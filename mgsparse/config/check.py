@@ -26,6 +26,7 @@ from mgsparse.catalog import (
     is_molecules,
     is_points,
 )
+from mgsparse.config.kg import check_kg
 from mgsparse.config.rules import check_link, check_unread_keys, check_unread_options
 from mgsparse.config.sections import (
     FILE_KEYS,
@@ -182,6 +183,7 @@ def check_combination(config: Config, where: Where) -> None:
         check_link(config, where)
     _check_reorder(config, where)
     check_unread_keys(config, where)
+    check_kg(config, where)
 
 
 def _graphless() -> list[str]:

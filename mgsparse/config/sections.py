@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mgsparse.catalog import DATASET_NAMES, MODEL_KINDS
+from mgsparse.config.kg import KgConfig
 
 FILE_KEYS = ("edges", "features", "labels", "train_nodes", "val_nodes", "test_nodes")
 MOLECULE_KEYS = ("target", "smiles_column", "path")  # read for molecule sets only
+TRIPLE_KEYS = ("train_triples", "valid_triples", "test_triples")  # name: triples — your files
 MAX_DEPTH = 1024  # model.layers and model.k: see ModelConfig
 BOUND_NAMES = ("ge", "gt", "le", "lt")  # >=, >, <=, <: `check.BOUNDS` gives their meaning
 
@@ -63,6 +65,9 @@ class DatasetConfig:
     train_nodes: str | None = None
     val_nodes: str | None = None
     test_nodes: str | None = None
+    train_triples: str | None = None  # name: triples — head<TAB>relation<TAB>tail files,
+    valid_triples: str | None = None  # relative to the config's folder
+    test_triples: str | None = None
     directed: bool = False  # csv and OGB: keep edges one-way (GCN expects both ways)
     # node order at load (data/reorder.py); metis needs pymetis (the distributed extra)
     reorder: Literal["none", "rcm", "degree", "metis"] = "none"
@@ -227,7 +232,7 @@ class LinkConfig:
 SECTIONS: dict[str, type] = {
     "dataset": DatasetConfig, "model": ModelConfig, "optim": OptimConfig,
     "train": TrainConfig, "sparse": SparseConfig, "sampler": SamplerConfig,
-    "monitor": MonitorConfig, "link": LinkConfig,
+    "monitor": MonitorConfig, "link": LinkConfig, "kg": KgConfig,
 }
 TASKS = ("node", "link")  # the top-level `task:` key: what a graph run predicts
 
@@ -244,6 +249,7 @@ class Config:
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     monitor: MonitorConfig = field(default_factory=MonitorConfig)
     link: LinkConfig = field(default_factory=LinkConfig)
+    kg: KgConfig = field(default_factory=KgConfig)
     task: Literal[TASKS] = "node"  # node labels (the default) or held-out edges
     source: str = field(default="<dict>", compare=False)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mgsparse.catalog import DATASETS, GRAPH_DATASETS, GRAPHSET_DATASETS
+from mgsparse.catalog import DATASETS, GRAPH_DATASETS, GRAPHSET_DATASETS, TRIPLE_DATASETS
 from mgsparse.data.download import Progress, fetch
 from mgsparse.data.files import load_edge_list, load_features, load_labels, load_user_graph
 from mgsparse.data.graph import Graph, dataset_info
@@ -51,9 +51,10 @@ __all__ = [
     "sbm",
 ]
 
-# what `load_dataset` builds: graphs, then sets of graphs (points: `make_moons`, ...)
-KNOWN_DATASETS = GRAPH_DATASETS + GRAPHSET_DATASETS
-_LOADABLE = ("graph", "graphs", "molecules")
+# what `load_dataset` builds: graphs, sets of graphs, then knowledge graphs' triples (points:
+# `make_moons`, ...; molecules: `load_graph` of a molecule set)
+KNOWN_DATASETS = GRAPH_DATASETS + GRAPHSET_DATASETS + TRIPLE_DATASETS
+_LOADABLE = ("graph", "graphs", "molecules", "triples")
 
 
 def load_dataset(name: str, root: str | Path | None = None, split: str = "public",

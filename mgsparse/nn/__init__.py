@@ -28,20 +28,22 @@ from mgsparse.nn.layers import (
 from mgsparse.nn.module import Buffer, LoadResult, Module, ModuleList, Parameter, Sequential
 from mgsparse.nn.norm import BatchNorm1d, LayerNorm
 from mgsparse.nn.pool import global_add_pool, global_max_pool, global_mean_pool, global_pool
+from mgsparse.nn.rgcn import RGCNConv
 from mgsparse.nn.sage import GraphSAGE, SAGEConv
 from mgsparse.nn.sgc import SGC
 from mgsparse.nn.stack import MLP
 
 GRAPH_LAYERS: tuple[type[Module], ...] = (GCNConv, GATConv, SAGEConv, GINConv)
-# graph layers without a block form (K hops a layer): gradchecked, trained on the whole graph
-WHOLE_GRAPH_LAYERS: tuple[type[Module], ...] = (ChebConv,)
+# graph layers without a block form (K hops a layer; R-GCN: relations): gradchecked, trained
+# on the whole graph
+WHOLE_GRAPH_LAYERS: tuple[type[Module], ...] = (ChebConv, RGCNConv)
 
 __all__ = [
     "APPNP", "ELU", "GAT", "GCN", "GCNII", "GIN", "GRAPH_LAYERS", "MLP", "SGC",
     "WHOLE_GRAPH_LAYERS", "APPNPProp", "BatchNorm1d", "Buffer", "ChebConv", "ChebNet",
     "Dropout", "GATConv", "GCNConv", "GCNIILayer", "GINConv", "GraphSAGE",
     "Identity", "LayerNorm", "LeakyReLU", "Linear", "LoadResult", "Module", "ModuleList",
-    "Parameter", "ReLU", "SAGEConv", "Sequential", "Sigmoid", "Tanh", "functional", "gin_mlp",
+    "Parameter", "RGCNConv", "ReLU", "SAGEConv", "Sequential", "Sigmoid", "Tanh", "functional", "gin_mlp",
     "global_add_pool", "global_max_pool", "global_mean_pool", "global_pool", "glorot_",
     "normalized_adjacency",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mgsparse.catalog import is_graphset, is_molecules, is_points
+from mgsparse.catalog import is_graphset, is_molecules, is_points, is_triples
 from mgsparse.config import Config
 from mgsparse.data import Graph
 from mgsparse.data.progress import announce
@@ -11,6 +11,7 @@ from mgsparse.run.budget import budget_bytes, fit_within_budget
 from mgsparse.run.placed import load_graph
 from mgsparse.run.task import Progress, Task, selecting
 from mgsparse.run.tasks.graphs import GraphClassificationTask
+from mgsparse.run.tasks.kg import KgTask, load_triples
 from mgsparse.run.tasks.links import LinkTask, load_link_graph
 from mgsparse.run.tasks.nodes import GraphTask
 from mgsparse.run.tasks.points import PointTask
@@ -35,6 +36,8 @@ def make_task(config: Config, progress: Progress | None = None) -> Task:
             raise ConfigError(f"train.metrics {list(config.train.metrics)}: macro-F1 and AUC "
                               "are node classification's; a point cloud scores accuracy")
         task: Task = PointTask(config)
+    elif is_triples(config.dataset.name):  # knowledge-graph completion: ranked triples
+        task = KgTask(config, load_triples(config, progress))
     elif config.task == "link":  # held-out edges of one graph, full batch
         task = LinkTask(config, _placing(load_link_graph(config.dataset, progress), progress),
                         budget=budget)

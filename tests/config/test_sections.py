@@ -138,10 +138,11 @@ def test_shipped_recipes():
 PACKAGE_IMPORTS = {
     "__init__": {"mgsparse.config.check", "mgsparse.config.sections", "mgsparse.config.yaml",
                  "mgsparse.errors"},
-    "sections": {"mgsparse.catalog"},
+    "sections": {"mgsparse.catalog", "mgsparse.config.kg"},
     "yaml": {"yaml", "mgsparse.errors"},
-    "check": {"mgsparse.catalog", "mgsparse.config.rules", "mgsparse.config.sections",
-              "mgsparse.config.yaml", "mgsparse.errors"},
+    "check": {"mgsparse.catalog", "mgsparse.config.kg", "mgsparse.config.rules",
+              "mgsparse.config.sections", "mgsparse.config.yaml", "mgsparse.errors"},
+    "kg": {"mgsparse.catalog", "mgsparse.config.sections", "mgsparse.errors"},
     "rules": {"mgsparse.catalog", "mgsparse.config.sections", "mgsparse.config.yaml",
               "mgsparse.errors"},
 }

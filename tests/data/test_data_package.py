@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mgsparse.catalog import GRAPH_DATASETS, GRAPHSET_DATASETS, POINT_DATASETS
+from mgsparse.catalog import GRAPH_DATASETS, GRAPHSET_DATASETS, POINT_DATASETS, TRIPLE_DATASETS
 from mgsparse.data import KNOWN_DATASETS, list_datasets, load_dataset
 from mgsparse.errors import ConfigError
 
 
 def test_known_datasets_are_the_catalogs_graphs():
-    assert KNOWN_DATASETS == GRAPH_DATASETS + GRAPHSET_DATASETS
+    assert KNOWN_DATASETS == GRAPH_DATASETS + GRAPHSET_DATASETS + TRIPLE_DATASETS
     assert {"cora", "citeseer", "pubmed", "karate", "synthetic", "csv"} <= set(KNOWN_DATASETS)
     assert not set(POINT_DATASETS) & set(KNOWN_DATASETS)
     assert [row["name"] for row in list_datasets()] == list(KNOWN_DATASETS)
