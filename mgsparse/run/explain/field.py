@@ -61,6 +61,8 @@ def in_hops(edge_index: np.ndarray, num_nodes: int, center: int, hops: int) -> n
 
 def _entries(norm_adj: Any, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """Â[rows, cols] of a SparseTensor or a dense Tensor, float64."""
+    if rows.size == 0:
+        return np.zeros(0)
     if isinstance(norm_adj, SparseTensor):
         return np.asarray(norm_adj.to_scipy("csr")[rows, cols], np.float64).ravel()
     return np.asarray(norm_adj.data, np.float64)[rows, cols]
