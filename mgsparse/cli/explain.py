@@ -27,7 +27,10 @@ def _stop_on_ctrl_c() -> Iterator[list]:
     """A flag Ctrl-C (or SIGTERM) raises between two nodes: the node under way finishes,
     what is written stays, the handlers are restored after."""
     flag: list = []
-    handler = lambda signum, frame: flag.append(signum)  # noqa: E731
+
+    def handler(signum: int, frame: object) -> None:
+        flag.append(signum)
+
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield flag
@@ -72,6 +75,8 @@ def _check(options: Options, method: str, top_k: int, outs: dict) -> None:
     check_output(outs["--out"], "--out", suffixes=(".csv",), taken=taken)
     check_output(outs["--json"], "--json", suffixes=(".json",), taken=taken)
     check_output(outs["--plot"], "--plot", suffixes=PICTURES, taken=taken)
+    if outs["--plot"] is not None:
+        check_plot_target(outs["--plot"])  # matplotlib installed: before any work
 
 
 def explain(

@@ -89,3 +89,34 @@ def test_runs_it_cannot_explain_say_why(cli, tmp_path, tmp_path_factory, ba_run)
     one_line_error(cli("explain", karate, "--nodes", "motif"), 2, "has no planted answer")
     gat = _train(tmp_path_factory, "karate", "train.epochs=5", "model.kind=gat")
     one_line_error(cli("explain", gat, "--node", 1), 2, "explain masks the entries of Â")
+
+
+def test_ctrl_c_keeps_the_nodes_already_written(cli, tmp_path, ba_run, monkeypatch):
+    """A Ctrl-C during the second node: it finishes, the loop stops, both nodes' rows stay in
+    the CSV, the JSON says interrupted, exit 130; the handlers are restored after."""
+    import os
+    import signal
+
+    from mgsparse.run.explain.saved import Explainer
+
+    explain, calls = Explainer.explain, []
+
+    def interrupted(self, *args, **kwargs):
+        calls.append(args[0])
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return explain(self, *args, **kwargs)
+
+    monkeypatch.setattr(Explainer, "explain", interrupted)
+    before = signal.getsignal(signal.SIGINT)
+    out, figures = tmp_path / "m.csv", tmp_path / "f.json"
+    result = cli("explain", ba_run, "--nodes", "motif", "--method", "saliency", "--out", out,
+                 "--json", figures)
+    assert result.exit_code == 130, result.output
+    assert calls == [300, 301]
+    with out.open() as f:
+        nodes = {row[0] for row in list(csv.reader(f))[1:]}
+    assert nodes == {"300", "301"}
+    data = json.loads(figures.read_text())
+    assert data["interrupted"] is True and data["nodes"] == 2
+    assert signal.getsignal(signal.SIGINT) is before
