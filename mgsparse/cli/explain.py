@@ -94,6 +94,10 @@ def explain(
     feat_size: float = typer.Option(1.0, "--feat-size", help="gnnexplainer: feature mask size"),
     feat_ent: float = typer.Option(0.1, "--feat-ent", help="gnnexplainer: its entropy"),
     seed: int = typer.Option(0, "--seed", help="gnnexplainer: the initial masks' seed"),
+    feature_mask: bool = typer.Option(True, "--feature-mask/--no-feature-mask",
+                                      help="gnnexplainer: learn a feature-column mask too"),
+    symmetric: bool = typer.Option(False, "--symmetric", help="gnnexplainer: one mask entry "
+                                   "per undirected edge, as the paper's code"),
     top_k: int = typer.Option(12, "--top-k", help="Edges kept or removed for fidelity±"),
     top: int = typer.Option(10, "--top", help="Rows of the table (one node)"),
     out: Path | None = typer.Option(None, "--out", help="Write every edge's score here (CSV: "
@@ -104,7 +108,8 @@ def explain(
     run: int | None = typer.Option(None, "--run", help="Which saved run (default: the first)"),
 ) -> None:
     """Explain a trained run's node predictions: the edges and features they used."""
-    options = Options(steps, epochs, lr, edge_size, edge_ent, feat_size, feat_ent, seed)
+    options = Options(steps, epochs, lr, edge_size, edge_ent, feat_size, feat_ent, seed,
+                      feature_mask, symmetric)
     try:
         _check(options, method, top_k, {"--out": out, "--json": as_json, "--plot": plot})
         if (node is None) == (nodes is None):

@@ -1,8 +1,8 @@
-"""Explanation ROC-AUC against the planted answers, over every fifth motif node (PyG's
-example explains every fifth), each method at its defaults, on the shipped configs' runs.
-Measured (seed 0): BA-Shapes saliency 0.959, IG 0.984, GNNExplainer 0.923; Tree-Cycles
-saliency 0.851, IG 0.877 (GNNExplainer 0.43: docs/explain.md says why). Floors a little
-under. Slow: deselect with -m 'not slow'."""
+"""Explanation ROC-AUC against the planted answers (the mean over nodes), over every seventh
+motif node (every role of a house: every fifth would be the same corner of each), each method
+at its defaults, on the shipped configs' runs. Measured (seed 0): BA-Shapes saliency 0.855,
+IG 0.911, GNNExplainer 0.774; Tree-Cycles saliency 0.848, IG 0.865 (GNNExplainer 0.44:
+docs/explain.md says why). Floors a little under. Slow: deselect with -m 'not slow'."""
 
 from __future__ import annotations
 
@@ -30,13 +30,13 @@ def runs(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name, method, floor", [
-    ("ba-shapes", "saliency", 0.94), ("ba-shapes", "ig", 0.97),
-    ("ba-shapes", "gnnexplainer", 0.90),
-    ("tree-cycles", "saliency", 0.83), ("tree-cycles", "ig", 0.85),
+    ("ba-shapes", "saliency", 0.82), ("ba-shapes", "ig", 0.88),
+    ("ba-shapes", "gnnexplainer", 0.74),
+    ("tree-cycles", "saliency", 0.81), ("tree-cycles", "ig", 0.83),
 ])
 def test_explanation_auc_on_planted_answers(runs, name, method, floor):
     explainer = Explainer(runs[name])
-    summary = explain_many(explainer, explainer.nodes("motif")[::5], method, Options())
+    summary = explain_many(explainer, explainer.nodes("motif")[::7], method, Options())
     figures = summary.as_dict()
     assert figures["auc_mean"] >= floor, figures
-    assert figures["fidelity_plus"] >= 0.9, figures  # removing the top 12 edges flips it
+    assert figures["fidelity_plus"] >= 0.7, figures  # removing the top 12 edges flips most

@@ -118,6 +118,17 @@ class Computation:
         return self._pattern.with_values(concatenate([values, Tensor(self.loop_values,
                                                                      dtype=dtype)]))
 
+    def reverse(self) -> np.ndarray:
+        """(E_c,) the position of each computation edge's reverse among them (itself when the
+        reverse is not a computation edge)."""
+        n = self.nodes.size
+        keys = self.row * n + self.col
+        order = np.argsort(keys)
+        back = self.col * n + self.row
+        at = np.minimum(np.searchsorted(keys[order], back), max(keys.size - 1, 0))
+        found = keys[order][at] == back if keys.size else np.zeros(0, bool)
+        return np.where(found, order[at], np.arange(keys.size))
+
     def features(self, feature_mask: Tensor | None = None) -> Tensor:
         x = Tensor(self.x)
         return x if feature_mask is None else x * feature_mask

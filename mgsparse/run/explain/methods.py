@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,7 +51,10 @@ class Options:
     node_feat_size: float = 1.0
     node_feat_ent: float = 0.1
     seed: int = 0  # GNNExplainer's initial masks
-    extra: dict = field(default_factory=dict)
+    # GNNExplainer: learn the feature mask too (False: edges only, features kept whole; the
+    # planted-answer sets' constant features carry nothing a mask could find)
+    feature_mask: bool = True
+    symmetric: bool = False  # GNNExplainer: one mask entry per undirected edge (the paper's)
 
     def check(self) -> Options:
         for name in ("steps", "epochs"):
@@ -152,10 +155,15 @@ def gnnexplainer(model: Any, comp: Computation, cls: int, options: Options,
     m = Tensor(rng.normal(0.0, std, comp.num_edges).astype(dtype), requires_grad=True)
     f = Tensor(rng.normal(0.0, 0.1, (1, comp.num_features)).astype(dtype), requires_grad=True)
     optimizer = Adam([m, f], lr=options.lr)
+    partner = comp.reverse()
     hard_e = hard_f = None
     for _ in range(options.epochs):
         optimizer.zero_grad()
-        (-log_prob(model, comp, cls, m.sigmoid(), f.sigmoid())).backward()
+        features = f.sigmoid() if options.feature_mask else None
+        edges = m.sigmoid()
+        if options.symmetric:  # j → i and i → j share one entry: the mean of theirs
+            edges = (edges + edges[partner]) * 0.5
+        (-log_prob(model, comp, cls, edges, features)).backward()
         grad_m = np.zeros(m.shape, dtype) if m.grad is None else m.grad
         grad_f = np.zeros(f.shape, dtype) if f.grad is None else f.grad
         if hard_e is None:  # PyG: the entries that get a gradient at all (its first step
@@ -168,8 +176,10 @@ def gnnexplainer(model: Any, comp: Computation, cls: int, options: Options,
         m.grad, f.grad = grad_m, grad_f  # our own leaves: the step reads these
         optimizer.step()
     edge = np.where(hard_e, 1.0 / (1.0 + np.exp(-m.data.astype(np.float64))), 0.0)
+    if options.symmetric:
+        edge = (edge + edge[partner]) / 2
     feat = np.where(hard_f, 1.0 / (1.0 + np.exp(-f.data[0].astype(np.float64))), 0.0)
-    return edge, feat
+    return edge, feat if options.feature_mask else np.zeros(comp.num_features)
 
 
 def scores(method: str, model: Any, comp: Computation, cls: int, options: Options,

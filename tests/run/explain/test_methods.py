@@ -98,3 +98,17 @@ def test_options_refuse_non_positive_settings_and_unknown_methods():
 def test_sparsity():
     assert sparsity(np.array([1.0, 0.1, 0.1, 0.1])) == 0.75
     assert sparsity(np.ones(4)) == 0.0
+
+
+def test_reverse_pairs_each_edge_with_its_reverse_and_a_symmetric_mask_agrees():
+    comp = _comp(0, 2)
+    back = comp.reverse()
+    pairs = {(int(r), int(c)) for r, c in zip(comp.row, comp.col)}
+    for e, b in enumerate(back):
+        if (int(comp.col[e]), int(comp.row[e])) in pairs:
+            assert (comp.row[b], comp.col[b]) == (comp.col[e], comp.row[e])
+        else:
+            assert b == e
+    model = _model()
+    edge, _ = scores("gnnexplainer", model, comp, 0, Options(symmetric=True, epochs=20))
+    np.testing.assert_allclose(edge, edge[back])
