@@ -16,7 +16,8 @@ from mgsparse.run.explain.methods import METHODS, Options, penalty, predict, sco
 from mgsparse.run.explain.scores import auc, fidelity, sparsity
 
 # 0 <- 1 (signal), 0 <- 2, 0 <- 3 (no signal); 4 -> 1 two hops out; 5 isolated
-EDGES = np.array([[1, 2, 3, 4, 0, 0, 0, 1], [0, 0, 0, 1, 1, 2, 3, 4]])
+# (the signal edge listed last of node 0's: a method that scores nothing cannot pass by ties)
+EDGES = np.array([[2, 3, 1, 4, 0, 0, 0, 1], [0, 0, 0, 1, 1, 2, 3, 4]])
 X = np.array([[0, 1], [1, 0], [0, 1], [0, 1], [0, 1], [0, 1]], dtype=np.float64)
 
 
@@ -40,9 +41,9 @@ def test_each_method_finds_the_one_edge_and_the_one_feature(method):
     assert cls == 0
     edge, feat = scores(method, model, comp, cls, Options(epochs=200, lr=0.05))
     sources = comp.nodes[comp.col]
-    assert sources[np.argmax(edge)] == 1, (method, edge)
-    assert np.argmax(feat) == 0, (method, feat)
     truth = sources == 1
+    assert edge[truth].min() > edge[~truth].max(), (method, edge)
+    assert feat[0] > feat[1], (method, feat)
     assert auc(truth, edge) == 1.0
     assert fidelity(model, comp, edge, cls, k=1) == (1.0, 0.0)  # necessary and sufficient
     assert all(p.requires_grad for p in model.parameters())  # flags restored
