@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 class DatasetFacts:
     name: str
     kind: str  # "graph" | "graphs" | "molecules" | "points" | "triples"
-    source: str  # "planetoid" | "ogb" | "tu" | "kg" | "builtin" | "generated" | "files" | "molecules"
+    source: str  # "planetoid" | "ogb" | "tu" | "kg" | "builtin" | "generated" | "files" | "molecules" | "motifs"
     description: str
     paper_accuracy: dict[str, float] = field(default_factory=dict)  # model kind -> test acc
-    maker: str = ""  # generated data: the function of mgsparse.data.synthetic that makes it
+    maker: str = ""  # generated data: its function in mgsparse.data.synthetic (motifs: .motifs)
     num_classes: int | None = None  # None: read from the config (synthetic, blobs)
     title: str = ""  # the dataset's own spelling (Planetoid's cache folders are named by it)
 
@@ -105,6 +105,15 @@ DATASETS: dict[str, DatasetFacts] = {d.name: d for d in (
     DatasetFacts("triples", "triples", "kg",
                  "your own knowledge graph: head<TAB>relation<TAB>tail files "
                  "(dataset.train_triples...)"),
+    DatasetFacts("ba-shapes", "graph", "motifs",
+                 "planted answers: 300-node BA graph + 80 houses, 700 nodes, 4 classes "
+                 "(explain)", maker="ba_shapes", num_classes=4),
+    DatasetFacts("tree-cycles", "graph", "motifs",
+                 "planted answers: binary tree of depth 8 + 80 six-cycles, 991 nodes, 2 classes "
+                 "(explain)", maker="tree_cycles", num_classes=2),
+    DatasetFacts("ba-2motifs", "graphs", "motifs",
+                 "planted answers: 1,000 BA graphs with a house or a five-cycle, 2 classes "
+                 "(explain)", maker="ba_2motifs", num_classes=2),
     DatasetFacts("moons", "points", "generated", "two interleaving half circles (2-D points)",
                  maker="make_moons", num_classes=2),
     DatasetFacts("circles", "points", "generated", "a circle inside a circle (2-D points)",

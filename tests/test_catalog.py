@@ -33,7 +33,7 @@ from mgsparse.catalog import (
     paper_accuracy,
 )
 from mgsparse.config import DatasetConfig, ModelConfig
-from mgsparse.data import synthetic
+from mgsparse.data import motifs, synthetic
 
 
 def test_the_names_are_the_keys_and_each_kind_is_listed_once():
@@ -46,7 +46,8 @@ def test_the_names_are_the_keys_and_each_kind_is_listed_once():
     assert set(TRIPLE_DATASETS) == {"umls", "kinships", "nations", "triples"}
     assert not set(GRAPH_DATASETS) & set(POINT_DATASETS)
     assert not set(GRAPHSET_DATASETS) & (set(GRAPH_DATASETS) | set(POINT_DATASETS))
-    assert set(GRAPHSET_DATASETS) == {"mutag", "nci1", "nci109", "proteins", "enzymes", "dd"}
+    assert set(GRAPHSET_DATASETS) == {"mutag", "nci1", "nci109", "proteins", "enzymes", "dd",
+                                      "ba-2motifs"}
     assert set(PLANETOID_DATASETS) == {"cora", "citeseer", "pubmed"} <= set(GRAPH_DATASETS)
     assert set(POINT_DATASETS) == {"moons", "circles", "blobs"}
     assert GRAPH_DATASETS[0] == "cora"  # the bench's default
@@ -57,12 +58,14 @@ def test_every_dataset_has_a_known_kind_source_and_maker(name):
     facts = DATASETS[name]
     assert facts.kind in ("graph", "graphs", "molecules", "points", "triples") and facts.description
     assert facts.source in ("planetoid", "ogb", "tu", "kg", "builtin", "generated", "files",
-                            "molecules")
+                            "molecules", "motifs")
     assert is_triples(name) == (facts.kind == "triples") == (facts.source == "kg")
     assert is_points(name) == (facts.kind == "points")
     assert is_graphset(name) == (facts.kind == "graphs")
     if facts.source == "generated":
         assert callable(getattr(synthetic, facts.maker))
+    elif facts.source == "motifs":
+        assert callable(getattr(motifs, facts.maker))
     else:
         assert facts.maker == ""
     assert set(facts.paper_accuracy) <= set(MODELS)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mgsparse.checks import engine, graphs, kge, links, nn, sparse
+from mgsparse.checks import engine, explain, graphs, kge, links, nn, sparse
 from mgsparse.checks.case import (
     DEFAULT_SIZE,
     ORACLES,
@@ -36,7 +36,7 @@ from mgsparse.sparse import ScalarFallbackWarning, SparseTensor
 
 CASES: dict[str, Case] = by_name([*engine.CASES, *sparse.CASES, *graphs.SEGMENT_CASES,
                                   *nn.CASES, *graphs.NN_CASES, *links.CASES,
-                                  *kge.CASES])
+                                  *kge.CASES, *explain.CASES])
 KNOWN_OPS: tuple[str, ...] = tuple(CASES)
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(case.group for case in CASES.values()))
 

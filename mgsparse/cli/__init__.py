@@ -15,7 +15,7 @@ import sys
 import typer
 
 import mgsparse
-from mgsparse.cli import bench, datasets, gradcheck, graph, partition, predict, train
+from mgsparse.cli import bench, datasets, explain, gradcheck, graph, partition, predict, train
 from mgsparse.cli.render import fail
 from mgsparse.errors import MgsparseError
 
@@ -46,6 +46,7 @@ def _root(
 app.command()(train.train)
 app.command()(train.evaluate)
 app.command()(predict.predict)
+app.command()(explain.explain)
 app.command("gradcheck")(gradcheck.gradcheck_command)
 app.command()(bench.bench)
 app.command()(graph.graph)

@@ -137,9 +137,9 @@ def unknown_dataset(name: Any, known, what: str = "dataset") -> ConfigError:
 
 # The registry: every catalog `source` string, once. (Imported here, at the foot, because each
 # source module subclasses `Source` above.)
-from mgsparse.data.sources import csv, karate, kg, molecules, ogb, planetoid, synthetic, tu
+from mgsparse.data.sources import csv, karate, kg, molecules, motifs, ogb, planetoid, synthetic, tu
 
 SOURCES: dict[str, Source] = {s.name: s for s in (
     planetoid.Planetoid(), ogb.Ogb(), karate.Karate(), synthetic.Synthetic(), csv.Csv(),
-    tu.Tu(), molecules.Molecules(), kg.Kg(),
+    tu.Tu(), molecules.Molecules(), kg.Kg(), motifs.Motifs(),
 )}

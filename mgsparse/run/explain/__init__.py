@@ -1,0 +1,1 @@
+"""Explanations of a trained model's predictions: which edges and features they used."""
