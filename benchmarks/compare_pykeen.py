@@ -185,7 +185,7 @@ def report(dataset: str, runs: list[dict]) -> None:
         tests = [r["best"][name][1] for r in runs]
         picks = ", ".join(f"val {r['best'][name][0]:.4f} @ {r['best'][name][2]}" for r in runs)
         spread = f" ± {statistics.stdev(tests):.4f}" if len(tests) > 1 else ""
-        print(f"  {name:8} test MRR {statistics.mean(tests):.4f}{spread}  ({picks})")
+        print(f"  test MRR, {name + ':':9} {statistics.mean(tests):.4f}{spread}  ({picks})")
 
 
 def main() -> None:

@@ -101,7 +101,7 @@ def check_equal(args) -> bool:
     names = ["output", "grad x", "grad bases V", "grad coefficients a", "grad root W_0",
              "grad bias"]
     diffs = [relative(out_m, out_p)] + [relative(a, b) for a, b in zip(grads_m, grads_p)]
-    print("float64, mgsparse vs PyG (max |difference| / max |PyG|):")
+    print("float64, max |mgsparse - PyG| / max |PyG|:")
     for name, d in zip(names, diffs):
         print(f"  {name:22} {d:.2e}")
     ok = max(diffs) < 1e-10
