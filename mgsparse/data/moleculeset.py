@@ -135,12 +135,13 @@ class MoleculeSet:
                            self.target, self.unit, self.classes, names, test)
 
     def graphset(self) -> GraphSet:
-        """The molecules as a `GraphSet` (atoms and bonds, no bond features) for a class
-        target: graph classification's own data."""
+        """The molecules as a `GraphSet` (atoms, bonds and the bonds' features) for a class
+        target: graph classification's own data, so a GINE layer reads the bonds there too."""
         if self.is_regression:
             raise DataError(f"{self.name}: target {self.target} is numeric, not classes")
         return GraphSet(self.x, self.edge_index, self.node_ptr, self.edge_ptr,
-                        self.y.astype(np.int64), len(self.classes), self.name)
+                        self.y.astype(np.int64), len(self.classes), self.name,
+                        edge_attr=self.edge_attr)
 
     # --- description -------------------------------------------------------------------------
 
