@@ -173,10 +173,16 @@ class GraphRegressionTask(Task):
         return MoleculeRegressor(body, self.mean, self.std, self.dtype)
 
     def batches(self, model: Module, shuffle: np.random.Generator) -> Iterator[Batch]:
+        """`train.batch_size` molecules per step in a fresh order each epoch; a last batch of
+        a single atom (FreeSolv's 513 training molecules hold methane, and 513 = 16·32 + 1)
+        joins the one before it: a BatchNorm cannot train on one row."""
         order = self.train_idx[shuffle.permutation(len(self.train_idx))]
         size = self.config.train.batch_size or len(order)
-        for start in range(0, len(order), size):
-            idx = order[start:start + size]
+        starts = list(range(0, len(order), size))
+        if len(starts) > 1 and self.mols.nodes_per_graph[order[starts[-1]:]].sum() < 2:
+            starts.pop()
+        for start, stop in zip(starts, [*starts[1:], len(order)]):
+            idx = order[start:stop]
             yield lambda idx=idx: self._step(model, idx)
 
     def _step(self, model: Module, idx: np.ndarray) -> tuple[Tensor, int]:
