@@ -232,4 +232,6 @@ def molecule_task(config: Config, mols: MoleculeSet, budget: int | None = None) 
                           "with cross_entropy")
     from mgsparse.run.tasks.graphs import GraphClassificationTask
 
-    return GraphClassificationTask(config, mols.graphset(), budget=budget)
+    task = GraphClassificationTask(config, mols.graphset(), budget=budget)
+    task.mols = mols  # how to featurise new molecules (`mgsparse predict --molecules`)
+    return task
