@@ -145,6 +145,9 @@ MODELS: dict[str, ModelFacts] = {m.kind: m for m in (
     ModelFacts("gine", "edge_index", "GIN with edge features (ReLU(h_j + W·e_ij) summed), Hu "
                "et al. 2020", "", ("train_eps",), block_form=False,
                graph_layer="mgsparse.nn.gine:GINEConv"),
+    ModelFacts("gat_edge", "edge_index", "graph attention with edge features in its logits "
+               "(PyG's edge_dim)", "", ("heads", "attn_dropout"), block_form=False,
+               graph_layer="mgsparse.nn.gat:EdgeGATConv"),
 )}
 
 DATASET_NAMES: tuple[str, ...] = tuple(DATASETS)

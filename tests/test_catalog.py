@@ -88,7 +88,8 @@ def test_the_operand_each_model_reads():
     assert {k: m.operand for k, m in MODELS.items()} == {
         "gcn": "norm_adj", "gat": "edge_index", "sage": "edge_index", "gin": "edge_index",
         "mlp": None, "appnp": "norm_adj", "sgc": "norm_adj", "gcnii": "norm_adj",
-        "cheb": "cheb_lap", "gine": "edge_index"}
+        "cheb": "cheb_lap", "gine": "edge_index",
+        "gat_edge": "edge_index"}
 
 
 def test_the_kinds_for_sets_of_graphs_name_their_layer_and_its_options():
@@ -97,8 +98,8 @@ def test_the_kinds_for_sets_of_graphs_name_their_layer_and_its_options():
     node model (GINE) classifies sets of graphs."""
     from mgsparse.run.build import graph_layer
 
-    assert GRAPH_CLASSIFIER_KINDS == ("gcn", "gat", "sage", "gin", "gine")
-    assert set(MODEL_KINDS) - set(NODE_MODEL_KINDS) == {"gine"}
+    assert GRAPH_CLASSIFIER_KINDS == ("gcn", "gat", "sage", "gin", "gine", "gat_edge")
+    assert set(MODEL_KINDS) - set(NODE_MODEL_KINDS) == {"gine", "gat_edge"}
     for kind in GRAPH_CLASSIFIER_KINDS:
         module, name = MODELS[kind].graph_layer.split(":")
         layer = graph_layer(kind)

@@ -33,7 +33,7 @@ from mgsparse.checks.engine import op
 from mgsparse.engine import Tensor, Value
 from mgsparse.nn import functional as F
 from mgsparse.nn.cheb import ChebConv, scaled_laplacian
-from mgsparse.nn.gat import GATConv
+from mgsparse.nn.gat import EdgeGATConv, GATConv
 from mgsparse.nn.gcn import GCN, GCNConv, normalized_adjacency
 from mgsparse.nn.gcnii import GCNIILayer
 from mgsparse.nn.layers import LinearOp, dropout_linear
@@ -163,6 +163,11 @@ def _gat(concat: bool) -> Callable:
                                                    dtype=np.float64)
 
 
+def _gat_edges(rng, f_in, f_out, edges):
+    """GAT whose logits read 3 edge features (their own gradient checked too, `LAYERS`)."""
+    return EdgeGATConv(f_in, f_out, heads=2, rng=rng, dtype=np.float64, edge_dim=3)
+
+
 def _sage(normalize: bool) -> Callable:
     return lambda rng, f_in, f_out, edges: SAGEConv(f_in, f_out, normalize=normalize, rng=rng,
                                                     dtype=np.float64)
@@ -230,6 +235,8 @@ LAYERS: list[Case] = [
     layer("gcn_learn_edge_weight", _gcn_learning_edge_weights, lambda m, x, edges: m(x, None)),
     layer("gat_conv", _gat(concat=True), _call),
     layer("gat_conv_mean", _gat(concat=False), _call),
+    layer("gat_conv_edge_attr", _gat_edges, _call,
+          extra=lambda rng, edges: (normal(rng, (edges.shape[1], 3)),)),
     layer("sage_conv", _sage(normalize=False), _call),
     layer("sage_conv_normalize", _sage(normalize=True), _call),
     layer("gcnii_layer", _gcnii, _gcnii_step(_sparse_adj),

@@ -14,6 +14,7 @@ from mgsparse.cli.render import err_console, fail
 from mgsparse.config import load_config
 from mgsparse.errors import ConfigError, MgsparseError
 from mgsparse.run.predict import predict_saved, write_predictions
+from mgsparse.run.predict_molecules import predict_molecules
 
 
 def predict(
@@ -33,6 +34,10 @@ def predict(
     embeddings: Path | None = typer.Option(
         None, "--embeddings", help="Also save as .npy the last hidden layer (K, hidden); "
         "graphs: every level's readout the heads read; a link run: Z (N, latent)"),
+    molecules: Path | None = typer.Option(
+        None, "--molecules", metavar="FILE", help="A molecule run: predict these molecules "
+        "(.sdf, or .smi / .csv of SMILES with the chem extra); writes name, prediction (in "
+        "the target's units) or name, pred, p0..p<C-1>"),
     run: int | None = typer.Option(
         None, "--run", help="Which saved run, a fold's number after --folds (default: the "
         "first that kept parameters)"),
@@ -55,9 +60,13 @@ def predict(
         taken: dict = {}
         check_output(out, "--out", taken=taken)
         check_output(embeddings, "--embeddings", suffixes=(".npy",), taken=taken)
+        if molecules is not None:
+            _molecules_alone(split, pairs, graph, embeddings)
         with download_bar() as progress:
-            predictions = predict_saved(run_dir, split, other, run, embeddings is not None,
-                                        progress, pairs)
+            predictions = (predict_molecules(run_dir, molecules, run, progress)
+                           if molecules is not None else
+                           predict_saved(run_dir, split, other, run, embeddings is not None,
+                                         progress, pairs))
         write_predictions(predictions, out, embeddings)
     except MgsparseError as e:
         fail(e)
@@ -66,3 +75,13 @@ def predict(
     which = f"run {predictions.run}" if fold is None else f"fold {fold}"
     err_console.print(f"{predictions.rows} {predictions.unit}s of {which} "
                       f"(seed {predictions.seed}): {out}{saved}", markup=False)
+
+
+def _molecules_alone(split, pairs, graph, embeddings) -> None:
+    """--molecules names the rows itself: the options that choose other rows are refused."""
+    given = [name for name, value in (("--split", split), ("--pairs", pairs),
+                                      ("--graph", graph), ("--embeddings", embeddings))
+             if value is not None]
+    if given:
+        raise ConfigError(f"--molecules and {given[0]}: --molecules predicts the molecules "
+                          "of its file; give one of them")

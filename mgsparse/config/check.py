@@ -210,7 +210,7 @@ def _check_data(config: Config, where: Where) -> None:
         raise ConfigError(f"{where(('model', 'kind'))}: model.kind {model.kind!r} needs a "
                           f"graph, and dataset {data.name!r} has none; use kind: "
                           f"{' or '.join(graphless)}")
-    if not is_graphset(data.name) and model.kind not in NODE_MODEL_KINDS:
+    if not _graph_sets(data.name) and model.kind not in NODE_MODEL_KINDS:
         raise ConfigError(f"{where(('model', 'kind'))}: model.kind {model.kind!r} classifies "
                           f"sets of graphs only, and dataset {data.name!r} is not one; use "
                           f"one of {', '.join(NODE_MODEL_KINDS)}")

@@ -12,7 +12,10 @@ molecule brings that a TU graph does not:
 - ``y``: (G,) the target: float64 in the target's own units (regression), or int64 class ids
   into ``classes`` (a class target, such as the solubility set's ``SOL_classification``);
 - ``test_mask``: (G,) bool, the source's own test part (the solubility set's test file), or
-  None when the task draws its split.
+  None when the task draws its split;
+- ``elements``: the element vocabulary of an SDF's atom one-hot (`sdf_io.atom_features`),
+  or () for SMILES, whose features are OGB's fixed vocabulary: how to featurise molecules
+  the model has not seen (`mgsparse predict --molecules`).
 
 It is not a `GraphSet` (whose labels are class ids) but turns into one for a class target
 (`graphset`), so graph classification trains on it unchanged.
@@ -44,6 +47,7 @@ class MoleculeSet:
     classes: tuple[str, ...] = ()  # a class target's class names; () for a numeric one
     names: tuple[str, ...] = ()  # each molecule's name (SDF title or NAME, CSV row)
     test_mask: np.ndarray | None = None
+    elements: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         g = self.y.shape[0] if self.y.ndim == 1 else -1
@@ -132,15 +136,16 @@ class MoleculeSet:
         test = None if self.test_mask is None else self.test_mask[idx]
         return MoleculeSet(self.x[nodes], self.edge_index[:, edges] + shift,
                            self.edge_attr[edges], node_ptr, edge_ptr, self.y[idx], self.name,
-                           self.target, self.unit, self.classes, names, test)
+                           self.target, self.unit, self.classes, names, test, self.elements)
 
     def graphset(self) -> GraphSet:
-        """The molecules as a `GraphSet` (atoms and bonds, no bond features) for a class
-        target: graph classification's own data."""
+        """The molecules as a `GraphSet` (atoms, bonds and the bonds' features) for a class
+        target: graph classification's own data, so a GINE layer reads the bonds there too."""
         if self.is_regression:
             raise DataError(f"{self.name}: target {self.target} is numeric, not classes")
         return GraphSet(self.x, self.edge_index, self.node_ptr, self.edge_ptr,
-                        self.y.astype(np.int64), len(self.classes), self.name)
+                        self.y.astype(np.int64), len(self.classes), self.name,
+                        edge_attr=self.edge_attr)
 
     # --- description -------------------------------------------------------------------------
 

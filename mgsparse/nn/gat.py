@@ -9,6 +9,14 @@ graph plus the self loop i → i:
 
 and the heads are concatenated (hidden layers) or averaged (output layer).
 
+With `edge_dim` (PyTorch Geometric's semantics) the edge's features join the logit:
+e_ij = LeakyReLU(a_dst·W x_i + a_src·W x_j + a_edge·W_e e_ji), W_e (edge_dim, H·C) without bias;
+the messages stay W x_j. As in PyG, a self loop's features are the mean of the features of the
+node's other in-edges (zeros without any), existing loops give way to it, and the rare pair
+joined twice reads the mean of its edges. The edge term is gathered per pattern entry through
+one constant sparse product (edges -> distinct pairs, `edge_keys`), and the softmax is the
+unfused `row_softmax` of the summed logits: the fused kernel takes two node vectors only.
+
 Layout: every head lives in one SparseTensor of shape (N·H, N·H) whose entry
 (i·H + h, j·H + h) is α_ij of head h: node-major, as the projected features (N, H, C) lie in
 memory. Its row and column indices are exactly the positions of node i's and node j's
@@ -29,12 +37,14 @@ from typing import Any
 import numpy as np
 
 from mgsparse.engine import Tensor
-from mgsparse.errors import HyperparameterError
+from mgsparse.errors import HyperparameterError, ShapeError
 from mgsparse.nn.edges import GraphCache, check_edge_index
 from mgsparse.nn.layers import glorot_
 from mgsparse.nn.module import Module, ModuleList, Parameter
 from mgsparse.nn.stack import EdgeListModel, check_stack_options
-from mgsparse.sparse import SparseTensor, attention_softmax, sparse_dropout
+from mgsparse.sparse import SparseTensor, attention_softmax, row_softmax, sparse_dropout
+
+EdgeTerm = tuple  # (M (K, E) edges -> distinct pairs, entry (nnz,) into (K·H,), e (E, F_e))
 
 
 def _sorted_unique(keys: np.ndarray) -> np.ndarray:
@@ -75,6 +85,29 @@ def attention_pattern(edge_index: np.ndarray, num_nodes: int, heads: int,
                         (int(t) * heads, heads * num_nodes))
 
 
+def edge_keys(source: np.ndarray, target: np.ndarray, num_sources: int, A: SparseTensor,
+              heads: int, add_self_loops: bool = True) -> tuple[SparseTensor, np.ndarray]:
+    """(M, entry) for the edge term of `attention_pattern` A: M (K, E) averages each edge's
+    row into the K distinct (target, source) pairs of A (a self loop: the mean of its
+    target's other in-edges), entry (nnz,) the index of each A entry's pair and head in the
+    (K·H,) pair scores. All numpy, no loop over edges."""
+    n = np.int64(num_sources)
+    i, j, head = A.row // heads, A.col // heads, A.row % heads
+    keys = _sorted_unique(i * n + j)
+    entry = np.searchsorted(keys, i * n + j) * heads + head
+    k = np.flatnonzero(source != target) if add_self_loops else np.arange(len(source))
+    q = np.searchsorted(keys, target[k] * n + source[k])
+    rows, cols, weights = [q], [k], [1.0 / np.bincount(q, minlength=len(keys))[q]]
+    if add_self_loops and len(k):
+        indeg = np.bincount(target[k])
+        rows.append(np.searchsorted(keys, target[k] * (n + 1)))
+        cols.append(k)
+        weights.append(1.0 / indeg[target[k]])
+    M = SparseTensor(np.stack([np.concatenate(rows), np.concatenate(cols)]),
+                     np.concatenate(weights).astype(A.dtype), (len(keys), len(source)))
+    return M.coalesce(), entry
+
+
 class GATConv(Module):
     """Multi-head graph attention layer (see the module docstring for the formula).
 
@@ -82,13 +115,16 @@ class GATConv(Module):
     with row 0 the source and row 1 the target (messages flow source → target). Returns
     (N, heads·out_features) when `concat`, else (N, out_features), the mean of the heads.
     `dropout` is applied to the normalised attention coefficients during training.
-    The attention pattern is built once per graph and cached (`cached=True`).
+    The attention pattern is built once per graph and cached (`cached=True`). `edge_dim`
+    > 0: `forward(x, edge_index, edge_attr)` reads (E, edge_dim) edge features into the
+    attention logits (module docstring).
     """
 
     def __init__(self, in_features: int, out_features: int, heads: int = 1,
                  concat: bool = True, negative_slope: float = 0.2, dropout: float = 0.0,
                  add_self_loops: bool = True, bias: bool = True, cached: bool = True,
-                 rng: np.random.Generator | None = None, dtype: Any = np.float32):
+                 rng: np.random.Generator | None = None, dtype: Any = np.float32,
+                 edge_dim: int = 0):
         super().__init__()
         if min(in_features, out_features, heads) < 1:
             raise HyperparameterError(f"GATConv needs positive sizes, got in_features="
@@ -109,18 +145,27 @@ class GATConv(Module):
         width = heads * out_features if concat else out_features
         self.bias = Parameter(np.zeros(width), dtype=dtype) if bias else None
         self._pattern = GraphCache(cached)
+        self.edge_dim = int(edge_dim)
+        if self.edge_dim:
+            self.lin_edge = Parameter(glorot_((edge_dim, heads * out_features), self.rng, dtype),
+                                      dtype=dtype)
+            self.att_edge = Parameter(glorot_((heads, out_features), self.rng, dtype),
+                                      dtype=dtype)
 
     @classmethod
     def for_graphs(cls, in_features: int, out_features: int, *, rng: np.random.Generator,
-                   dtype: Any, heads: int = 1, attn_dropout: float = 0.0, **_: Any) -> GATConv:
+                   dtype: Any, heads: int = 1, attn_dropout: float = 0.0, edge_dim: int = 0,
+                   **_: Any) -> GATConv:
         """The layer in a graph classifier (nn/graphnet.py): `heads` concatenated heads of
-        out_features / heads each, no cache (a new batch every step)."""
+        out_features / heads each, no cache (a new batch every step); the batch's edge
+        features in its logits only for a class that reads them (`EdgeGATConv`)."""
         if out_features % heads:
             raise HyperparameterError(f"graph GAT: model.hidden ({out_features}) must be a "
                                       f"multiple of model.heads ({heads}): the heads are "
                                       "concatenated")
+        reads = getattr(cls, "reads_edge_features", False)
         return cls(in_features, out_features // heads, heads=heads, dropout=attn_dropout,
-                   cached=False, rng=rng, dtype=dtype)
+                   cached=False, rng=rng, dtype=dtype, edge_dim=edge_dim if reads else 0)
 
     def on_batch(self, batch: Any) -> Any:
         """The layer on a `GraphBatch`: its attention pattern, built once per batch and head
@@ -141,13 +186,30 @@ class GATConv(Module):
     def _project(self, x: Tensor | SparseTensor) -> Tensor:
         return (x @ self.weight).reshape(x.shape[0], self.heads, self.out_features)  # (N, H, C)
 
-    def _alpha(self, h: Tensor, A: SparseTensor, h_dst: Tensor | None = None) -> SparseTensor:
+    def _alpha(self, h: Tensor, A: SparseTensor, h_dst: Tensor | None = None,
+               edges: EdgeTerm | None = None) -> SparseTensor:
         """α on the block pattern from the projected features h (N, H, C) of the sources and
-        h_dst (T, H, C) of the targets (default h: every node attends)."""
+        h_dst (T, H, C) of the targets (default h: every node attends), and the edge term."""
         h_dst = h if h_dst is None else h_dst
         score_src = self._scores(h, self.att_src)  # (N·H,), entry j·H + h
         score_dst = self._scores(h_dst, self.att_dst)  # (T·H,)
-        return attention_softmax(A, score_dst, score_src, self.negative_slope)  # (E·H,) fused
+        if edges is None:
+            return attention_softmax(A, score_dst, score_src, self.negative_slope)  # fused
+        M, entry, e = edges
+        per_edge = self._scores(e @ self.lin_edge, self.att_edge).reshape(-1, self.heads)
+        pair = (M @ per_edge).reshape(-1)  # (K·H,): each distinct pair's edge score
+        logits = score_dst[A.row] + score_src[A.col] + pair[entry]
+        return row_softmax(A.with_values(logits.leaky_relu(self.negative_slope)))
+
+    def edge_term(self, source: np.ndarray, target: np.ndarray, num_sources: int,
+                  A: SparseTensor, edge_attr: Any) -> EdgeTerm:
+        """The (M, entry, e) an edge-featured layer adds to A's logits (`edge_keys`)."""
+        e = edge_attr if isinstance(edge_attr, Tensor) else Tensor(
+            np.asarray(edge_attr, dtype=self.weight.dtype))
+        if e.shape != (len(source), self.edge_dim):
+            raise ShapeError(f"GATConv: edge_attr must be ({len(source)}, {self.edge_dim}) for "
+                             f"{len(source)} edges, got {tuple(e.shape)}")
+        return (*edge_keys(source, target, num_sources, A, self.heads, self.add_self_loops), e)
 
     def _scores(self, h: Tensor, att: Parameter) -> Tensor:
         """a_h · h_{n,h} for every node n and head h, node-major (N·H,): one product of the
@@ -162,16 +224,24 @@ class GATConv(Module):
         """The attention coefficients α (no dropout) as the (N·H, N·H) SparseTensor."""
         return self._alpha(self._project(x), self.pattern(edge_index, x.shape[0]))
 
-    def forward(self, x: Tensor | SparseTensor, edge_index: Any) -> Tensor:
-        return self.attend(x, self.pattern(edge_index, x.shape[0]))
+    def forward(self, x: Tensor | SparseTensor, edge_index: Any, edge_attr: Any = None) -> Tensor:
+        A = self.pattern(edge_index, x.shape[0])
+        if not self.edge_dim:
+            return self.attend(x, A)
+        if edge_attr is None:
+            raise ShapeError(f"GATConv with edge_dim={self.edge_dim} reads edge features; "
+                             "edge_attr is None")
+        edges = np.asarray(edge_index)
+        return self.attend(x, A, self.edge_term(edges[0], edges[1], x.shape[0], A, edge_attr))
 
-    def attend(self, x: Tensor | SparseTensor, A: SparseTensor) -> Tensor:
-        """The layer on a prebuilt (T·H, N·H) `attention_pattern`; T < N for a sampled block,
-        whose T targets are the first T of the N rows of x. Returns (T, ·)."""
+    def attend(self, x: Tensor | SparseTensor, A: SparseTensor,
+               edges: EdgeTerm | None = None) -> Tensor:
+        """The layer on a prebuilt (T·H, N·H) `attention_pattern` (and `edge_term`); T < N
+        for a sampled block, whose T targets are the first T of the N rows of x. (T, ·)."""
         n, H, C = x.shape[0], self.heads, self.out_features
         h = self._project(x)
         t = A.shape[0] // H
-        alpha = self._alpha(h, A, h if t == n else h[:t])
+        alpha = self._alpha(h, A, h if t == n else h[:t], edges)
         alpha = sparse_dropout(alpha, self.dropout, self.training, self.rng)
         out = alpha @ h.reshape(n * H, C)  # (T·H, C): row i·H + h, head h of target i
         out = out.reshape(t, H * C) if self.concat else out.reshape(t, H, C).mean(axis=1)
@@ -184,12 +254,36 @@ class GATConv(Module):
         t, s = block.shape
         A = attention_pattern(np.stack([block.col, block.row]), s, self.heads,
                               self.add_self_loops, self.weight.dtype, num_targets=t)
-        return lambda x: self.attend(x, A)
+        edges = None
+        if self.edge_dim:  # a self loop's features: the mean of the sampled in-edges'
+            if getattr(block, "edge_attr", None) is None:
+                raise ShapeError("GATConv with edge_dim reads edge features; this block "
+                                 "carries no edge_attr (give the sampler the graph's edge_attr)")
+            edges = self.edge_term(block.col, block.row, s, A, block.edge_attr)
+        return lambda x: self.attend(x, A, edges)
 
     def extra_repr(self) -> str:
         mode = "concat" if self.concat else "mean"
+        edges = f", edge_dim={self.edge_dim}" if self.edge_dim else ""
         return (f"{self.in_features}, {self.out_features}, heads={self.heads} ({mode}), "
-                f"dropout={self.dropout}")
+                f"dropout={self.dropout}{edges}")
+
+
+class EdgeGATConv(GATConv):
+    """`GATConv` with the edge features in its logits, as a graph classifier stacks it
+    (`model.kind: gat_edge`): refused on graphs without edge features."""
+
+    reads_edge_features = True
+
+    def on_batch(self, batch: Any) -> Any:
+        """The attention pattern and the edge term, built once per batch and head count."""
+        if batch.edge_attr is None:
+            raise ShapeError("EdgeGATConv reads edge features; this batch carries no edge_attr")
+        A = batch.operand(("attention_pattern", self.heads), lambda: attention_pattern(
+            batch.edge_index, batch.num_nodes, self.heads, True, batch.dtype))
+        edges = batch.operand(("attention_edges", self.heads), lambda: self.edge_term(
+            batch.edge_index[0], batch.edge_index[1], batch.num_nodes, A, batch.edge_attr))
+        return lambda h: self.attend(h, A, edges)
 
 
 class GAT(EdgeListModel):

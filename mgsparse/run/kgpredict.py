@@ -18,7 +18,7 @@ from mgsparse.engine import no_grad
 from mgsparse.errors import ConfigError, DataError, did_you_mean
 from mgsparse.nn.kgmodel import decode_names
 from mgsparse.run.kinds import make_task
-from mgsparse.run.predict import _restore, saved_run
+from mgsparse.run.predict import restore_saved, saved_run
 from mgsparse.run.ranking import query_keys
 from mgsparse.run.task import Progress
 from mgsparse.run.tasks.kg import KgTask
@@ -58,7 +58,7 @@ def top_tails(out_dir: str | Path, head: str, relation: str, top: int = 10,
     if not isinstance(task, KgTask):
         raise ConfigError(f"--head and --relation ask a knowledge-graph run; this run trained "
                           f"on {config.dataset.name!r}")
-    model = _restore(task, state, Path(out_dir) / entry["params"])
+    model = restore_saved(task, state, Path(out_dir) / entry["params"])
     entities, relations = decode_names(state["names"])
     if (entities, relations) != (task.triples.entities, task.triples.relations):
         raise DataError(f"{out_dir}: the run's entity and relation names differ from "

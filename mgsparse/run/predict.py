@@ -124,7 +124,8 @@ def saved_run(out_dir: str | Path, run: int | None = None) -> tuple[Config, dict
     return config, chosen, read_params(out_dir, chosen["params"])
 
 
-def _restore(task: Task, state: dict, where: Path) -> Module:
+def restore_saved(task: Task, state: dict, where: Path) -> Module:
+    """The task's model with the saved parameters; a file that does not fit is damaged."""
     try:
         return task.restore(state)
     except MgsparseError as e:  # keys or shapes that are not this config's model
@@ -148,7 +149,7 @@ def predict_saved(out_dir: str | Path, split: str | None = None, graph: Config |
         raise ConfigError(f"predict scores the nodes of a graph, the graphs of a set or the "
                           f"node pairs of a link run; {config.dataset.name!r} has none")
     task.begin_run(entry["run"])  # a fold's own splits
-    model = _restore(task, state, Path(out_dir) / entry["params"])
+    model = restore_saved(task, state, Path(out_dir) / entry["params"])
     if isinstance(task, LinkTask):
         if graph is not None:
             raise ConfigError("--graph: a link run scores pairs of the graph it split into "

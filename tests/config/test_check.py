@@ -281,7 +281,7 @@ def test_stack_options_reach_the_model(kind):
     (("model.kind=gin", "model.k=3"), ("--set model.k=3: model.k is read by model.kind appnp, "
      "sgc, cheb only (model.kind is 'gin'); remove it or set it back to null")),
     (("model.kind=sgc", "model.heads=4"), ("--set model.heads=4: model.heads is read by "
-     "model.kind gat only (model.kind is 'sgc'); remove it or set it back to 8")),
+     "model.kind gat, gat_edge only (model.kind is 'sgc'); remove it or set it back to 8")),
     (("model.kind=appnp", "model.residual=true"), ("--set model.residual=true: model.residual "
      "is read by model.kind gcn, gat, sage, gin, mlp only (model.kind is 'appnp'); remove it "
      "or set it back to false")),

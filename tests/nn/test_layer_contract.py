@@ -224,14 +224,14 @@ def library_graph_layers() -> set[type]:
 def test_every_graph_layer_of_the_library_is_registered_and_gradchecked():
     """A *Conv is in GRAPH_LAYERS (the contract above), or, without a block form, in
     WHOLE_GRAPH_LAYERS (block_support names it), or a layer for sets of graphs only that the
-    catalog names (`graph_layer`: GINE, which reads edge features a node model has no config
+    catalog names (`graph_layer`: GINE and GAT with edge features, which read edge features a node model has no config
     for); every one has a gradcheck case."""
     found, whole = library_graph_layers(), set(WHOLE_GRAPH_LAYERS)
     for_graphs = {graph_layer(k) for k in GRAPH_CLASSIFIER_KINDS} - set(GRAPH_LAYERS)
     assert set(GRAPH_LAYERS) | whole | for_graphs <= found  # the walk sees the shipped layers
     assert sorted(c.__name__ for c in found - set(GRAPH_LAYERS) - whole - for_graphs) == []
     assert [c.__name__ for c in whole if callable(getattr(c, "on_block", None))] == []
-    assert sorted(c.__name__ for c in for_graphs) == ["GINEConv"]
+    assert sorted(c.__name__ for c in for_graphs) == ["EdgeGATConv", "GINEConv"]
     checked = {type(case.inputs("small")[-1].module) for case in GRADCHECK_CASES.values()
                if isinstance(case.inputs("small")[-1], Layer)}
     assert sorted(c.__name__ for c in (set(GRAPH_LAYERS) | whole | for_graphs) - checked) == []

@@ -148,7 +148,8 @@ def sdf_set(name: str, paths: list[Path], target: str, unit: str = "") -> Molecu
     first_missing = next((r for r in records if target not in r.properties), records[0])
     y, classes = targets_from_text([r.properties.get(target) for r in records], places,
                                    target, sorted(first_missing.properties))
-    x = sdf_io.atom_features(records, sdf_io.element_vocabulary(parts[0]))
+    elements = sdf_io.element_vocabulary(parts[0])
+    x = sdf_io.atom_features(records, elements)
     bonds = np.concatenate([r.bonds for r in records]).reshape(-1, 2)
     orders = np.concatenate([r.orders for r in records])
     test = None
@@ -157,7 +158,7 @@ def sdf_set(name: str, paths: list[Path], target: str, unit: str = "") -> Molecu
     return from_bonds(name, x, np.array([len(r.symbols) for r in records]), bonds,
                       sdf_io.bond_features(orders), np.array([len(r.orders) for r in records]),
                       y, target=target, unit=unit, classes=classes,
-                      names=tuple(r.name for r in records), test_mask=test)
+                      names=tuple(r.name for r in records), test_mask=test, elements=elements)
 
 
 def read_csv(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:

@@ -28,7 +28,7 @@ from mgsparse.run.explain import field as fields
 from mgsparse.run.explain import scores as sc
 from mgsparse.run.explain.methods import METHODS, Options, predict, scores
 from mgsparse.run.kinds import make_task
-from mgsparse.run.predict import _restore, saved_run
+from mgsparse.run.predict import restore_saved, saved_run
 from mgsparse.run.tasks.nodes import NodeTask
 
 EXPLAINED_KINDS = tuple(k for k, m in MODELS.items() if m.operand == "norm_adj")
@@ -104,7 +104,7 @@ class Explainer:
                               f"; explain a run of {', '.join(EXPLAINED_KINDS)}")
         self.config, self.entry = config, entry
         self.task: NodeTask = make_task(config)
-        self.model = _restore(self.task, state, Path(out_dir) / entry["params"])
+        self.model = restore_saved(self.task, state, Path(out_dir) / entry["params"])
         self.hops = fields.hops_of(self.model, kind)
         self.truth = self._truth()
 

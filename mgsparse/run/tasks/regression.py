@@ -27,12 +27,12 @@ first 80% of a seeded permutation, then 10%, then the rest: MoleculeNet's random
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
+from mgsparse.catalog import MODELS
 from mgsparse.config import Config
 from mgsparse.data.moleculeset import MoleculeSet
 from mgsparse.engine import Tensor, no_grad
@@ -40,6 +40,7 @@ from mgsparse.errors import ConfigError
 from mgsparse.nn import functional as F
 from mgsparse.nn.graphnet import GraphBatch, GraphClassifier
 from mgsparse.nn.module import Buffer, Module
+from mgsparse.run.build import graph_layer
 from mgsparse.run.placed import PlacedGraph
 from mgsparse.run.task import Batch, Metric, Scores, Task, TaskMetrics
 
@@ -63,12 +64,6 @@ REGRESSION_METRICS = TaskMetrics(
     per_run=("train_rmse", "val_rmse", "test_rmse", "test_mae", "test_r2"),
     live=("train_rmse", "val_rmse", "val_mae", "val_r2"),
     legend="train/val: RMSE in the target's units · v.mae: val MAE · v.r2: val R²")
-
-# GraphBatch and GraphClassifier take bond features once the layers that read them exist;
-# until then the molecules' atoms alone reach the model.
-_BATCH_EDGES = "edge_attr" in inspect.signature(GraphBatch).parameters
-_MODEL_EDGES = "edge_dim" in inspect.signature(GraphClassifier).parameters
-
 
 def regression_scores(pred: np.ndarray, y: np.ndarray) -> dict[str, float]:
     """RMSE, MAE and R² of predictions against targets, both in the target's units (the
@@ -97,9 +92,8 @@ def molecule_batch(mols: MoleculeSet, idx: np.ndarray, dtype: Any = np.float32) 
     nodes, edges, node_ptr, _ = mols.parts(idx)
     shift = np.repeat(node_ptr[:-1] - mols.node_ptr[idx], mols.edges_per_graph[idx])
     batch = np.repeat(np.arange(len(idx), dtype=np.int64), mols.nodes_per_graph[idx])
-    extra = {"edge_attr": mols.edge_attr[edges]} if _BATCH_EDGES else {}
     return GraphBatch(mols.x[nodes].astype(dtype, copy=False), mols.edge_index[:, edges] + shift,
-                      batch, len(idx), mols.y[idx], dtype, **extra)
+                      batch, len(idx), mols.y[idx], dtype, edge_attr=mols.edge_attr[edges])
 
 
 def split_indices(mols: MoleculeSet, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -151,8 +145,7 @@ class GraphRegressionTask(Task):
                               "class target such as SOL_classification)")
         self.config, self.mols, self.dtype, self.budget = config, mols, dtype, budget
         self.name, self.y = mols.name, np.asarray(mols.y, dtype=np.float64)
-        edges = (f", {mols.num_edge_features} bond features each" if _BATCH_EDGES else
-                 ", bond features not read by these layers")
+        edges = f", {mols.num_edge_features} bond features each"
         self.placed = PlacedGraph.held(Tensor(mols.x.astype(dtype, copy=False)), None, {
             "features": f"dense ({mols.num_nodes:,} atoms x {mols.num_features})",
             "adjacency": f"block-diagonal sparse per batch ({mols.num_graphs:,} molecules, "
@@ -171,19 +164,25 @@ class GraphRegressionTask(Task):
 
     def build_model(self, rng: np.random.Generator) -> Module:
         m = self.config.model
-        extra = {"edge_dim": self.mols.num_edge_features} if _MODEL_EDGES else {}
+        options = {key: getattr(m, key) for key in MODELS[m.kind].options}
         body = GraphClassifier(self.mols.num_features, m.hidden, 1, layers=m.layers,
-                               dropout=m.dropout, activation=m.activation, kind=m.kind,
-                               readout=m.readout, train_eps=m.train_eps, heads=m.heads,
-                               normalize=m.normalize, attn_dropout=m.attn_dropout, rng=rng,
-                               dtype=self.dtype, **extra)
+                               dropout=m.dropout, activation=m.activation,
+                               layer=graph_layer(m.kind), readout=m.readout,
+                               edge_dim=self.mols.num_edge_features, rng=rng,
+                               dtype=self.dtype, **options)
         return MoleculeRegressor(body, self.mean, self.std, self.dtype)
 
     def batches(self, model: Module, shuffle: np.random.Generator) -> Iterator[Batch]:
+        """`train.batch_size` molecules per step in a fresh order each epoch; a last batch of
+        a single atom (FreeSolv's 513 training molecules hold methane, and 513 = 16·32 + 1)
+        joins the one before it: a BatchNorm cannot train on one row."""
         order = self.train_idx[shuffle.permutation(len(self.train_idx))]
         size = self.config.train.batch_size or len(order)
-        for start in range(0, len(order), size):
-            idx = order[start:start + size]
+        starts = list(range(0, len(order), size))
+        if len(starts) > 1 and self.mols.nodes_per_graph[order[starts[-1]:]].sum() < 2:
+            starts.pop()
+        for start, stop in zip(starts, [*starts[1:], len(order)]):
+            idx = order[start:stop]
             yield lambda idx=idx: self._step(model, idx)
 
     def _step(self, model: Module, idx: np.ndarray) -> tuple[Tensor, int]:
@@ -224,7 +223,7 @@ class GraphRegressionTask(Task):
 
 def molecule_task(config: Config, mols: MoleculeSet, budget: int | None = None) -> Task:
     """The task a molecule set's target asks for: regression for a numeric one, graph
-    classification (of the same molecules, without their bond features) for classes."""
+    classification (of the same molecules, bond features included) for classes."""
     if mols.is_regression:
         return GraphRegressionTask(config, mols, budget=budget)
     if config.train.loss != "cross_entropy":
@@ -233,4 +232,6 @@ def molecule_task(config: Config, mols: MoleculeSet, budget: int | None = None) 
                           "with cross_entropy")
     from mgsparse.run.tasks.graphs import GraphClassificationTask
 
-    return GraphClassificationTask(config, mols.graphset(), budget=budget)
+    task = GraphClassificationTask(config, mols.graphset(), budget=budget)
+    task.mols = mols  # how to featurise new molecules (`mgsparse predict --molecules`)
+    return task
