@@ -63,9 +63,11 @@ def test_gin_on_mutag_over_ten_folds(tu):
 
 def test_gine_on_mutag_reads_the_bond_labels(tu):
     """GIN's recipe with GINE layers and MUTAG's four bond labels: the ten folds measured
-    87.66% ± 8.47 at seed 0 (GIN's 82.95% under the same folds); the floor is 85%."""
-    accs = fold_accuracies("mutag-gine.yaml", list(range(FOLDS)), tu)
-    assert np.mean(accs) >= 0.85, accs
+    87.66% ± 8.47 at seed 0 (GIN's 82.95% under the same folds; `mgsparse train
+    configs/mutag-gine.yaml --folds 10`), folds 0 and 1 100.0% and 89.5%. Those two, one on
+    each worker, guard regressions (the ten took 100 s of the suite); the floor is 88%."""
+    accs = fold_accuracies("mutag-gine.yaml", [0, 1], tu)
+    assert np.mean(accs) >= 0.88, accs
 
 
 def test_gin_on_nci1_first_two_folds(tu):
